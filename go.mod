@@ -1,0 +1,3 @@
+module github.com/rategate/rategate
+
+go 1.25

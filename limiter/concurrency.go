@@ -1,0 +1,132 @@
+package limiter
+
+import (
+	"context"
+	"sync/atomic"
+)
+
+// ConcurrencyOptions configures NewConcurrency.
+type ConcurrencyOptions struct {
+	// Limit is the most permits in use at once.
+	Limit int
+	// Queue configures Acquire's waiting.
+	Queue QueueOptions
+}
+
+// Concurrency is a counting semaphore: a granted lease holds its permits
+// until Lease.Release gives them back. TryAcquire is one compare-and-swap.
+//
+// Bound: at every instant, the permits held by unreleased leases number at
+// most Limit.
+type Concurrency struct {
+	base
+	p concurrency
+}
+
+type concurrency struct {
+	avail atomic.Int64
+	limit atomic.Int64
+}
+
+// NewConcurrency returns a concurrency limiter with all Limit permits free,
+// or an *OptionError naming the first invalid option.
+func NewConcurrency(opts ConcurrencyOptions) (*Concurrency, error) {
+	if err := validLimit(opts.Limit); err != nil {
+		return nil, err
+	}
+	if err := opts.Queue.validate(); err != nil {
+		return nil, err
+	}
+	c := &Concurrency{}
+	c.p.avail.Store(int64(opts.Limit))
+	c.p.limit.Store(int64(opts.Limit))
+	c.init(&c.p, c, opts.Queue)
+	return c, nil
+}
+
+func (p *concurrency) tryTake(n int64) bool {
+	need := max(n, 1)
+	for {
+		a := p.avail.Load()
+		if a < need {
+			return false
+		}
+		if n == 0 || p.avail.CompareAndSwap(a, a-n) {
+			return true
+		}
+	}
+}
+
+func (p *concurrency) take(now int64, n int) (bool, int64) {
+	if p.tryTake(int64(n)) {
+		return true, 0
+	}
+	return false, -1
+}
+
+func (p *concurrency) maxRequest() int64 { return p.limit.Load() }
+
+func (p *concurrency) available(int64) int64 { return p.avail.Load() }
+
+func (p *concurrency) idle(int64) bool { return p.avail.Load() == p.limit.Load() }
+
+// TryAcquire takes n permits if they are free and nobody waits. It never
+// blocks and does not allocate.
+func (c *Concurrency) TryAcquire(n int) Lease {
+	if c.gate.Load() == 0 && n >= 0 && int64(n) <= c.p.limit.Load() {
+		if c.p.tryTake(int64(n)) {
+			return c.grant(n)
+		}
+		return c.reject(reasonLimited, 0)
+	}
+	return c.tryAcquire(n)
+}
+
+// Acquire waits until n permits are free; see Limiter. Release the lease
+// when done with it.
+func (c *Concurrency) Acquire(ctx context.Context, n int) (Lease, error) {
+	return c.acquire(ctx, n)
+}
+
+// ReleasePermits gives n permits back and serves waiters they make room for.
+// Lease.Release calls it; call it directly only for permits you account for
+// yourself.
+func (c *Concurrency) ReleasePermits(n int) {
+	if n <= 0 {
+		return
+	}
+	c.p.avail.Add(int64(n))
+	if c.gate.Load()&(closedBit-1) != 0 {
+		c.kick()
+	}
+}
+
+func (c *Concurrency) refund(n int, _ int64) { c.ReleasePermits(n) }
+
+// Limit returns the current limit.
+func (c *Concurrency) Limit() int { return int(c.p.limit.Load()) }
+
+// SetLimit changes the limit at once. Lowering it below the permits in use
+// grants nothing more until enough are released. Waiters asking for more
+// than limit fail with ErrExceedsLimit.
+func (c *Concurrency) SetLimit(limit int) error {
+	if err := validLimit(limit); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	old := c.p.limit.Swap(int64(limit))
+	c.p.avail.Add(int64(limit) - old)
+	c.mu.Unlock()
+	c.kick()
+	return nil
+}
+
+// InUse returns the permits held by unreleased leases.
+func (c *Concurrency) InUse() int { return int(c.p.limit.Load() - c.p.avail.Load()) }
+
+// Stats returns a snapshot of the limiter's state and counters.
+func (c *Concurrency) Stats() Stats { return c.stats() }
+
+// Close fails every waiting Acquire with ErrClosed; later acquisitions fail
+// with ErrClosed too. Leases already granted may still be released.
+func (c *Concurrency) Close() error { return c.close() }

@@ -1,0 +1,228 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Limiter hands out permits. Every algorithm in this package implements it,
+// and every primitive in rategate (channels, streams, loops, pools) accepts it.
+type Limiter interface {
+	// TryAcquire takes n permits if they are available now. It never waits
+	// and never queues: while other callers wait in Acquire, it fails rather
+	// than jump the queue. The returned Lease says whether it was granted and,
+	// if not, why (Lease.Err) and when to try again (Lease.RetryAfter).
+	TryAcquire(n int) Lease
+
+	// Acquire waits, in the limiter's queue order, until n permits are
+	// granted, ctx is done, the queue is full, or the limiter is closed.
+	// err == nil exactly when the lease is granted. When ctx ends first,
+	// errors.Is(err, ctx.Err()) holds; when the limiter can tell in advance
+	// that the grant would come after ctx's deadline, it fails at once with
+	// an error for which errors.Is(err, context.DeadlineExceeded) holds.
+	// A waiter that fails consumes no permits.
+	Acquire(ctx context.Context, n int) (Lease, error)
+}
+
+// Errors returned by Acquire and by Lease.Err. Test for them with errors.Is.
+var (
+	// ErrClosed: the limiter was closed; queued waiters and later calls fail with it.
+	ErrClosed = errors.New("limiter: closed")
+	// ErrQueueFull: the wait queue's permit cap (QueueOptions.Limit) was reached,
+	// or, with NewestFirst, the waiter was pushed out by newer ones.
+	ErrQueueFull = errors.New("limiter: queue full")
+	// ErrExceedsLimit: the request asks for more permits than the limiter can ever grant at once.
+	ErrExceedsLimit = errors.New("limiter: request exceeds limit")
+	// ErrLimited: TryAcquire found too few permits available now (or waiters queued ahead).
+	ErrLimited = errors.New("limiter: not enough permits available")
+	// ErrInvalidCount: a negative permit count was asked for; it is never granted.
+	ErrInvalidCount = errors.New("limiter: negative permit count")
+)
+
+// reason records why a Lease was not granted, so that a Lease stays a small
+// value while still answering errors.Is.
+type reason uint8
+
+const (
+	reasonNone reason = iota
+	reasonLimited
+	reasonClosed
+	reasonQueueFull
+	reasonExceeds
+	reasonInvalid
+	reasonCanceled
+)
+
+func (r reason) err() error {
+	switch r {
+	case reasonLimited:
+		return ErrLimited
+	case reasonClosed:
+		return ErrClosed
+	case reasonQueueFull:
+		return ErrQueueFull
+	case reasonExceeds:
+		return ErrExceedsLimit
+	case reasonInvalid:
+		return ErrInvalidCount
+	case reasonCanceled:
+		return context.Canceled
+	}
+	return nil
+}
+
+// Releaser gives permits back to a limiter that takes them back, such as a
+// concurrency limiter. Limiters outside this package implement it to make
+// leases with NewLease whose Release does something.
+type Releaser interface {
+	ReleasePermits(n int)
+}
+
+// Lease is the result of an acquisition: a small value, copied freely and
+// never allocated. A granted lease of a concurrency limiter holds its permits
+// until Release; a rate limiter's permits are spent when granted, so Release
+// is a no-op for them. Release a granted lease exactly once (releasing copies
+// of it more than once gives the permits back more than once). The zero Lease
+// is not granted and its Release does nothing.
+type Lease struct {
+	rel     Releaser
+	permits int
+	retry   time.Duration
+	granted bool
+	why     reason
+}
+
+// NewLease returns a granted lease of n permits whose Release calls
+// r.ReleasePermits(n); r may be nil for permits that are not given back.
+// It is for implementations of Limiter outside this package.
+func NewLease(n int, r Releaser) Lease {
+	return Lease{rel: r, permits: n, granted: true}
+}
+
+// Denied returns a lease that was not granted because of err (one of this
+// package's errors, matched with errors.Is; anything else reads as
+// ErrLimited), with a retry hint (0 if unknown). It is for implementations of
+// Limiter outside this package.
+func Denied(err error, retryAfter time.Duration) Lease {
+	why := reasonLimited
+	switch {
+	case errors.Is(err, ErrClosed):
+		why = reasonClosed
+	case errors.Is(err, ErrQueueFull):
+		why = reasonQueueFull
+	case errors.Is(err, ErrExceedsLimit):
+		why = reasonExceeds
+	case errors.Is(err, ErrInvalidCount):
+		why = reasonInvalid
+	}
+	if retryAfter < 0 {
+		retryAfter = 0
+	}
+	return Lease{retry: retryAfter, why: why}
+}
+
+func denied(why reason, retry time.Duration) Lease {
+	return Lease{retry: retry, why: why}
+}
+
+// Granted reports whether the permits were granted.
+func (l Lease) Granted() bool { return l.granted }
+
+// Permits returns the number of permits granted (0 when not granted).
+func (l Lease) Permits() int {
+	if !l.granted {
+		return 0
+	}
+	return l.permits
+}
+
+// RetryAfter returns, for a lease that was not granted, the earliest wait
+// after which the same request could be granted if nothing else took permits
+// meanwhile; 0 when that cannot be known (a concurrency limiter waits for a
+// release, a queue is ahead) or when the lease was granted.
+func (l Lease) RetryAfter() time.Duration {
+	if l.granted {
+		return 0
+	}
+	return l.retry
+}
+
+// Err returns nil for a granted lease and otherwise why it was not granted:
+// ErrLimited, ErrClosed, ErrQueueFull, ErrExceedsLimit or ErrInvalidCount.
+func (l Lease) Err() error {
+	if l.granted {
+		return nil
+	}
+	if l.why == reasonNone {
+		return ErrLimited
+	}
+	return l.why.err()
+}
+
+// Release gives the permits back to limiters that take them back
+// (concurrency limiters, and chains containing them). It is a no-op for rate
+// limiters, for leases that were not granted, and for the zero Lease.
+func (l Lease) Release() {
+	if l.granted && l.rel != nil {
+		l.rel.ReleasePermits(l.permits)
+	}
+}
+
+// Stats is a snapshot of a limiter's state and counters.
+type Stats struct {
+	// Available is the number of permits that could be granted now,
+	// ignoring the queue.
+	Available int64
+	// Queued is the number of permits waiting in Acquire calls.
+	Queued int64
+	// Waiters is the number of Acquire calls waiting.
+	Waiters int
+	// Granted counts the leases granted since the limiter was made.
+	Granted int64
+	// Rejected counts the acquisitions that failed: TryAcquire calls that were
+	// not granted and Acquire calls that returned an error.
+	Rejected int64
+}
+
+// Order is the order in which queued waiters are served.
+type Order int
+
+const (
+	// OldestFirst serves waiters first in, first out. It is the default.
+	OldestFirst Order = iota
+	// NewestFirst serves the newest waiter first. When the queue is over its
+	// limit, the oldest waiters fail with ErrQueueFull to make room.
+	NewestFirst
+)
+
+// QueueOptions configures how Acquire waits.
+type QueueOptions struct {
+	// Limit caps the permits waiting in the queue; an Acquire that would
+	// exceed it fails at once with ErrQueueFull (OldestFirst) or pushes out
+	// the oldest waiters (NewestFirst). Zero means no cap: Acquire waits until
+	// its context ends. Negative is an error.
+	Limit int
+	// Order is the service order: OldestFirst (default) or NewestFirst.
+	Order Order
+	// Spin, when positive, finishes the last Spin of the head waiter's wait
+	// by polling the clock (yielding with runtime.Gosched between polls)
+	// instead of a timer. Timers on Linux often fire up to a millisecond late,
+	// which caps a pacer at roughly 1,000 grants a second; spinning grants on
+	// time at 100,000 a second, at the cost of keeping one core busy while the
+	// head waiter spins. Zero (the default) waits with timers only.
+	Spin time.Duration
+}
+
+func (q QueueOptions) validate() error {
+	if q.Limit < 0 {
+		return optErr("Queue.Limit", "must not be negative, got %d", q.Limit)
+	}
+	if q.Order != OldestFirst && q.Order != NewestFirst {
+		return optErr("Queue.Order", "must be OldestFirst or NewestFirst, got %d", int(q.Order))
+	}
+	if q.Spin < 0 {
+		return optErr("Queue.Spin", "must not be negative, got %v", q.Spin)
+	}
+	return nil
+}

@@ -1,0 +1,470 @@
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// policy is one algorithm's state machine. base calls its methods with
+// base.mu held; algorithms with a lock-free fast path make take safe to call
+// concurrently with that fast path.
+type policy interface {
+	// take grants n permits at now (nanoseconds since the limiter's origin)
+	// if the state allows it, ignoring the queue. n == 0 asks whether one
+	// permit could be granted and takes nothing. When it cannot grant, retry
+	// is the wait in nanoseconds until it could (> 0), or -1 when only a
+	// release can make room.
+	take(now int64, n int) (ok bool, retry int64)
+	// maxRequest is the most permits one request can ever be granted.
+	maxRequest() int64
+	// available is the number of permits that could be granted at now.
+	available(now int64) int64
+	// idle reports whether the state is that of a new limiter at now.
+	idle(now int64) bool
+}
+
+// refunder is implemented by this package's limiters so that a Chain can
+// give back permits it took when a later member refused: a failed chain
+// consumes nothing. elapsed is an upper bound on the nanoseconds since the
+// permits were taken; a refund that could no longer be made exactly is
+// dropped (the permits stay spent), never over-credited.
+type refunder interface {
+	refund(n int, elapsed int64)
+}
+
+const closedBit = 1 << 30
+
+// waiter is one Acquire call waiting in the queue.
+type waiter struct {
+	n          int
+	prev, next *waiter
+	ready      chan struct{} // poked when done, or when it becomes head or its wake time changes
+	done       bool          // granted or failed; guarded by base.mu
+	err        error
+}
+
+var waiterPool = sync.Pool{New: func() any { return &waiter{ready: make(chan struct{}, 1)} }}
+
+// base holds what every limiter shares: clock origin, queue, counters, Close.
+type base struct {
+	// gate is read by lock-free fast paths: zero when nobody waits and the
+	// limiter is open. Low bits count waiters; closedBit marks Close.
+	gate     atomic.Int32
+	_        [60]byte // keep the hot counters off the fast path's cache line
+	granted  atomic.Int64
+	rejected atomic.Int64
+
+	origin time.Time
+	pol    policy
+	rel    Releaser // set on granted leases; nil for rate limiters
+	q      QueueOptions
+
+	mu         sync.Mutex
+	head, tail *waiter // head is served next
+	nwait      int
+	queued     int64
+	wakeAt     int64 // when the head could be served; -1 unknown
+	pokedHead  *waiter
+	pokedWake  int64
+	closed     bool
+}
+
+func (b *base) init(p policy, rel Releaser, q QueueOptions) {
+	b.origin = time.Now()
+	b.pol = p
+	b.rel = rel
+	b.q = q
+	b.wakeAt = -1
+}
+
+// now returns nanoseconds since the limiter was made, from the monotonic clock.
+func (b *base) now() int64 { return int64(time.Since(b.origin)) }
+
+func (b *base) grant(n int) Lease {
+	b.granted.Add(1)
+	return Lease{rel: b.rel, permits: n, granted: true}
+}
+
+func (b *base) reject(why reason, retry int64) Lease {
+	b.rejected.Add(1)
+	if retry < 0 {
+		retry = 0
+	}
+	return Lease{retry: time.Duration(retry), why: why}
+}
+
+// check validates n; it returns reasonNone when n may be requested.
+func (b *base) check(n int) reason {
+	if n < 0 {
+		return reasonInvalid
+	}
+	if int64(n) > b.pol.maxRequest() {
+		return reasonExceeds
+	}
+	return reasonNone
+}
+
+// tryAcquire is TryAcquire under the lock: the path of the locked
+// algorithms, and the fallback of the lock-free ones.
+func (b *base) tryAcquire(n int) Lease {
+	if why := b.check(n); why != reasonNone {
+		return b.reject(why, 0)
+	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return b.reject(reasonClosed, 0)
+	}
+	if b.nwait > 0 {
+		b.mu.Unlock()
+		return b.reject(reasonLimited, 0)
+	}
+	ok, retry := b.pol.take(b.now(), n)
+	b.mu.Unlock()
+	if ok {
+		return b.grant(n)
+	}
+	return b.reject(reasonLimited, retry)
+}
+
+func (b *base) requestErr(why reason, n int) error {
+	switch why {
+	case reasonInvalid:
+		return fmt.Errorf("%w: %d", ErrInvalidCount, n)
+	case reasonExceeds:
+		return fmt.Errorf("%w: %d permits asked, at most %d can be granted", ErrExceedsLimit, n, b.pol.maxRequest())
+	}
+	return why.err()
+}
+
+// acquire is Acquire for every algorithm.
+func (b *base) acquire(ctx context.Context, n int) (Lease, error) {
+	if why := b.check(n); why != reasonNone {
+		return b.reject(why, 0), b.requestErr(why, n)
+	}
+	if err := ctx.Err(); err != nil {
+		return b.reject(reasonCanceled, 0), err
+	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return b.reject(reasonClosed, 0), ErrClosed
+	}
+	now := b.now()
+	if b.nwait == 0 || (b.q.Order == OldestFirst && b.wakeAt >= 0) {
+		var ok bool
+		retry := b.wakeAt - now
+		if b.nwait == 0 {
+			ok, retry = b.pol.take(now, n)
+			if ok {
+				b.mu.Unlock()
+				return b.grant(n), nil
+			}
+		}
+		if retry > 0 {
+			if dl, has := ctx.Deadline(); has && time.Until(dl) < time.Duration(retry) {
+				b.mu.Unlock()
+				return b.reject(reasonLimited, retry), fmt.Errorf("limiter: the wait of %v would end after the context deadline: %w", time.Duration(retry), context.DeadlineExceeded)
+			}
+		}
+	}
+	if lim := int64(b.q.Limit); lim > 0 {
+		if int64(n) > lim {
+			b.mu.Unlock()
+			return b.reject(reasonQueueFull, 0), fmt.Errorf("%w: %d permits asked, queue holds at most %d", ErrQueueFull, n, lim)
+		}
+		if b.q.Order == OldestFirst {
+			if b.queued+int64(n) > lim {
+				b.mu.Unlock()
+				return b.reject(reasonQueueFull, 0), ErrQueueFull
+			}
+		} else {
+			for b.queued+int64(n) > lim {
+				b.fail(b.tail, ErrQueueFull)
+			}
+		}
+	}
+	w := waiterPool.Get().(*waiter)
+	w.n, w.done, w.err = n, false, nil
+	b.push(w)
+	b.dispatch(now)
+	b.mu.Unlock()
+	return b.wait(ctx, w)
+}
+
+func (b *base) push(w *waiter) {
+	if b.head == nil {
+		b.head, b.tail = w, w
+	} else if b.q.Order == NewestFirst {
+		w.next = b.head
+		b.head.prev = w
+		b.head = w
+	} else {
+		w.prev = b.tail
+		b.tail.next = w
+		b.tail = w
+	}
+	b.nwait++
+	b.queued += int64(w.n)
+	b.gate.Add(1)
+}
+
+func (b *base) remove(w *waiter) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		b.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		b.tail = w.prev
+	}
+	w.prev, w.next = nil, nil
+	b.nwait--
+	b.queued -= int64(w.n)
+	b.gate.Add(-1)
+	if b.pokedHead == w {
+		b.pokedHead = nil
+	}
+}
+
+func poke(w *waiter) {
+	select {
+	case w.ready <- struct{}{}:
+	default:
+	}
+}
+
+// fail removes w from the queue and wakes it with err.
+func (b *base) fail(w *waiter, err error) {
+	b.remove(w)
+	w.done, w.err = true, err
+	b.rejected.Add(1)
+	poke(w)
+}
+
+// dispatch grants queued requests in order while the state allows, then
+// records when the head could be served and wakes the head if that changed.
+func (b *base) dispatch(now int64) {
+	for w := b.head; w != nil; w = b.head {
+		ok, retry := b.pol.take(now, w.n)
+		if !ok {
+			if retry >= 0 {
+				b.wakeAt = now + retry
+			} else {
+				b.wakeAt = -1
+			}
+			if b.pokedHead != w || b.pokedWake != b.wakeAt {
+				b.pokedHead, b.pokedWake = w, b.wakeAt
+				poke(w)
+			}
+			return
+		}
+		b.remove(w)
+		w.done = true
+		b.granted.Add(1)
+		poke(w)
+	}
+	b.wakeAt = -1
+}
+
+// kick re-runs dispatch after a change of limits or a release.
+func (b *base) kick() {
+	b.mu.Lock()
+	if b.nwait > 0 {
+		// Requests that can no longer ever be granted fail now rather than wait forever.
+		max := b.pol.maxRequest()
+		for w := b.head; w != nil; {
+			next := w.next
+			if int64(w.n) > max {
+				b.fail(w, fmt.Errorf("%w: %d permits asked, the limit is now %d", ErrExceedsLimit, w.n, max))
+			}
+			w = next
+		}
+		b.dispatch(b.now())
+	}
+	b.mu.Unlock()
+}
+
+const (
+	spinReached = iota
+	spinPoked
+	spinStuck
+)
+
+// spinUntil polls the clock until wake, yielding between polls. It gives up
+// when poked, when ctx ends, or when the clock stands still across many polls,
+// as it does inside a testing/synctest bubble, where only a timer moves time.
+func (b *base) spinUntil(ctx context.Context, w *waiter, wake int64) int {
+	last, still := b.now(), 0
+	for {
+		now := b.now()
+		if now >= wake {
+			return spinReached
+		}
+		if now == last {
+			if still++; still > 64 {
+				return spinStuck
+			}
+		} else {
+			last, still = now, 0
+		}
+		select {
+		case <-w.ready:
+			return spinPoked
+		case <-ctx.Done():
+			return spinPoked
+		default:
+		}
+		runtime.Gosched()
+	}
+}
+
+// wait blocks until w is granted or failed, or ctx ends. Only the head of the
+// queue arms a timer, and only while the state says when it can be served.
+func (b *base) wait(ctx context.Context, w *waiter) (Lease, error) {
+	var timer *time.Timer
+	var timerC <-chan time.Time
+	canSpin := b.q.Spin > 0
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		b.mu.Lock()
+		if w.done {
+			b.mu.Unlock()
+			return b.finish(w)
+		}
+		wake := int64(-1)
+		if b.head == w {
+			wake = b.wakeAt
+		}
+		var now int64
+		if wake >= 0 {
+			now = b.now()
+			if wake <= now {
+				b.dispatch(now)
+				b.mu.Unlock()
+				continue
+			}
+		}
+		b.mu.Unlock()
+		timerC = nil
+		if wake >= 0 {
+			d := wake - now
+			if canSpin && d <= int64(b.q.Spin) {
+				switch b.spinUntil(ctx, w, wake) {
+				case spinReached, spinPoked:
+					continue
+				case spinStuck:
+					canSpin = false
+				}
+			} else if canSpin {
+				d -= int64(b.q.Spin)
+			}
+			if timer == nil {
+				timer = time.NewTimer(time.Duration(d))
+			} else {
+				timer.Reset(time.Duration(d))
+			}
+			timerC = timer.C
+		}
+		select {
+		case <-w.ready:
+		case <-timerC:
+			b.mu.Lock()
+			b.dispatch(b.now())
+			b.mu.Unlock()
+		case <-ctx.Done():
+			return b.cancel(ctx, w)
+		}
+	}
+}
+
+func (b *base) finish(w *waiter) (Lease, error) {
+	n, err := w.n, w.err
+	b.recycle(w)
+	if err != nil {
+		why := reasonLimited
+		switch {
+		case err == ErrClosed:
+			why = reasonClosed
+		case err == ErrQueueFull:
+			why = reasonQueueFull
+		default:
+			why = reasonExceeds
+		}
+		return Lease{why: why}, err
+	}
+	return Lease{rel: b.rel, permits: n, granted: true}, nil
+}
+
+func (b *base) recycle(w *waiter) {
+	select {
+	case <-w.ready:
+	default:
+	}
+	w.err = nil
+	waiterPool.Put(w)
+}
+
+// cancel removes w after its context ended. A grant that won the race is
+// kept and returned: the permits were granted at a real instant.
+func (b *base) cancel(ctx context.Context, w *waiter) (Lease, error) {
+	b.mu.Lock()
+	if w.done {
+		b.mu.Unlock()
+		return b.finish(w)
+	}
+	b.remove(w)
+	b.rejected.Add(1)
+	if b.head != nil {
+		b.dispatch(b.now())
+	}
+	b.mu.Unlock()
+	b.recycle(w)
+	return Lease{why: reasonCanceled}, ctx.Err()
+}
+
+// close fails every waiter with ErrClosed and makes later calls fail.
+func (b *base) close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	b.gate.Add(closedBit)
+	for b.head != nil {
+		b.fail(b.head, ErrClosed)
+	}
+	b.wakeAt = -1
+	return nil
+}
+
+func (b *base) stats() Stats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return Stats{
+		Available: max(b.pol.available(b.now()), 0),
+		Queued:    b.queued,
+		Waiters:   b.nwait,
+		Granted:   b.granted.Load(),
+		Rejected:  b.rejected.Load(),
+	}
+}
+
+// isIdle reports whether the limiter is as if new: nobody waits and its
+// state has recovered. Keyed limiters evict idle keys.
+func (b *base) isIdle() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.nwait == 0 && b.pol.idle(b.now())
+}

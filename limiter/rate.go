@@ -1,0 +1,177 @@
+package limiter
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Rate is a number of events per duration, kept as two integers so that
+// limiters compute with it exactly: Per(3, time.Second) is three a second,
+// not one every 333.333333 ms rounded. The zero Rate is invalid.
+type Rate struct {
+	n   int64
+	per time.Duration
+}
+
+// Per returns the rate of n events per duration d: limiter.Per(100, time.Second).
+// Per does not validate; constructors reject a Rate whose n or d is not
+// positive with an *OptionError.
+func Per(n int, d time.Duration) Rate { return Rate{n: int64(n), per: d} }
+
+// Every returns the rate of one event per interval d.
+func Every(d time.Duration) Rate { return Rate{n: 1, per: d} }
+
+// Events returns n of "n per d".
+func (r Rate) Events() int64 { return r.n }
+
+// Period returns d of "n per d".
+func (r Rate) Period() time.Duration { return r.per }
+
+// IsZero reports whether r is the zero Rate.
+func (r Rate) IsZero() bool { return r.n == 0 && r.per == 0 }
+
+// PerSecond returns the rate in events per second, as a float for display.
+func (r Rate) PerSecond() float64 {
+	if r.per <= 0 {
+		return 0
+	}
+	return float64(r.n) * float64(time.Second) / float64(r.per)
+}
+
+// String formats r so that ParseRate reads it back: "100/s", "5/1m0s".
+func (r Rate) String() string {
+	switch r.per {
+	case time.Second:
+		return fmt.Sprintf("%d/s", r.n)
+	case time.Minute:
+		return fmt.Sprintf("%d/min", r.n)
+	case time.Hour:
+		return fmt.Sprintf("%d/h", r.n)
+	case time.Millisecond:
+		return fmt.Sprintf("%d/ms", r.n)
+	}
+	return fmt.Sprintf("%d/%s", r.n, r.per)
+}
+
+func (r Rate) validate(field string) error {
+	if r.n <= 0 {
+		return optErr(field, "events must be positive, got %d (use limiter.Per(n, d) with n > 0)", r.n)
+	}
+	if r.per <= 0 {
+		return optErr(field, "period must be positive, got %v", r.per)
+	}
+	return nil
+}
+
+// reduced returns n/per in lowest terms.
+func (r Rate) reduced() (n, d int64) {
+	g := gcd(r.n, int64(r.per))
+	return r.n / g, int64(r.per) / g
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+var rateUnits = map[string]time.Duration{
+	"ns": time.Nanosecond, "us": time.Microsecond, "µs": time.Microsecond,
+	"ms": time.Millisecond, "s": time.Second, "sec": time.Second, "second": time.Second,
+	"m": time.Minute, "min": time.Minute, "minute": time.Minute,
+	"h": time.Hour, "hr": time.Hour, "hour": time.Hour, "d": 24 * time.Hour, "day": 24 * time.Hour,
+}
+
+// ParseRate parses "N/unit" or "N/duration": "100/s", "5/min", "2/1500ms",
+// "10/h", "3/2m30s". N is a positive integer; a unit is one of ns, us, µs,
+// ms, s, sec, second, m, min, minute, h, hr, hour, d, day; a duration is
+// anything time.ParseDuration accepts. It never panics.
+func ParseRate(s string) (Rate, error) {
+	num, den, ok := strings.Cut(strings.TrimSpace(s), "/")
+	if !ok {
+		return Rate{}, fmt.Errorf("limiter: parse rate %q: want N/unit or N/duration, as in 100/s", s)
+	}
+	num, den = strings.TrimSpace(num), strings.TrimSpace(den)
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 {
+		return Rate{}, fmt.Errorf("limiter: parse rate %q: count %q is not a positive integer", s, num)
+	}
+	if n > math.MaxInt32*int64(1<<16) {
+		return Rate{}, fmt.Errorf("limiter: parse rate %q: count %d is too large", s, n)
+	}
+	d, ok := rateUnits[den]
+	if !ok {
+		if den == "" || (den[0] < '0' || den[0] > '9') && den[0] != '.' {
+			return Rate{}, fmt.Errorf("limiter: parse rate %q: unknown unit %q", s, den)
+		}
+		d, err = time.ParseDuration(den)
+		if err != nil {
+			return Rate{}, fmt.Errorf("limiter: parse rate %q: %v", s, err)
+		}
+	}
+	if d <= 0 {
+		return Rate{}, fmt.Errorf("limiter: parse rate %q: period must be positive", s)
+	}
+	return Rate{n: n, per: d}, nil
+}
+
+// OptionError reports an invalid constructor option, naming the field.
+type OptionError struct {
+	Field   string // the option, as in "Rate" or "Queue.Limit"
+	Problem string
+}
+
+func (e *OptionError) Error() string {
+	return "limiter: invalid option " + e.Field + ": " + e.Problem
+}
+
+func optErr(field, format string, args ...any) error {
+	return &OptionError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
+// mulDiv returns floor(a*b/c) and whether it fits in an int64.
+// a, b >= 0 and c > 0.
+func mulDiv(a, b, c int64) (int64, bool) {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi >= uint64(c) {
+		return 0, false
+	}
+	q, _ := bits.Div64(hi, lo, uint64(c))
+	if q > math.MaxInt64 {
+		return 0, false
+	}
+	return int64(q), true
+}
+
+// mulDivCeil returns ceil(a*b/c) and whether it fits in an int64.
+func mulDivCeil(a, b, c int64) (int64, bool) {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi >= uint64(c) {
+		return 0, false
+	}
+	q, r := bits.Div64(hi, lo, uint64(c))
+	if r != 0 {
+		q++
+	}
+	if q > math.MaxInt64 {
+		return 0, false
+	}
+	return int64(q), true
+}
+
+// ceilDiv returns ceil(a/b) for a >= 0, b > 0.
+func ceilDiv(a, b int64) int64 {
+	return a/b + boolInt(a%b != 0)
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
