@@ -52,6 +52,7 @@ const (
 	reasonExceeds
 	reasonInvalid
 	reasonCanceled
+	reasonNoLimiter
 )
 
 func (r reason) err() error {
@@ -68,6 +69,8 @@ func (r reason) err() error {
 		return ErrInvalidCount
 	case reasonCanceled:
 		return context.Canceled
+	case reasonNoLimiter:
+		return ErrNoLimiter
 	}
 	return nil
 }

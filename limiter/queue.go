@@ -47,8 +47,6 @@ type waiter struct {
 	err        error
 }
 
-var waiterPool = sync.Pool{New: func() any { return &waiter{ready: make(chan struct{}, 1)} }}
-
 // base holds what every limiter shares: clock origin, queue, counters, Close.
 type base struct {
 	// gate is read by lock-free fast paths: zero when nobody waits and the
@@ -188,8 +186,9 @@ func (b *base) acquire(ctx context.Context, n int) (Lease, error) {
 			}
 		}
 	}
-	w := waiterPool.Get().(*waiter)
-	w.n, w.done, w.err = n, false, nil
+	// A waiter is allocated per wait (not pooled: its channel belongs to the
+	// synctest bubble, if any, that made it).
+	w := &waiter{n: n, ready: make(chan struct{}, 1)}
 	b.push(w)
 	b.dispatch(now)
 	b.mu.Unlock()
@@ -390,29 +389,10 @@ func (b *base) wait(ctx context.Context, w *waiter) (Lease, error) {
 
 func (b *base) finish(w *waiter) (Lease, error) {
 	n, err := w.n, w.err
-	b.recycle(w)
 	if err != nil {
-		why := reasonLimited
-		switch {
-		case err == ErrClosed:
-			why = reasonClosed
-		case err == ErrQueueFull:
-			why = reasonQueueFull
-		default:
-			why = reasonExceeds
-		}
-		return Lease{why: why}, err
+		return Denied(err, 0), err
 	}
 	return Lease{rel: b.rel, permits: n, granted: true}, nil
-}
-
-func (b *base) recycle(w *waiter) {
-	select {
-	case <-w.ready:
-	default:
-	}
-	w.err = nil
-	waiterPool.Put(w)
 }
 
 // cancel removes w after its context ended. A grant that won the race is
@@ -429,7 +409,6 @@ func (b *base) cancel(ctx context.Context, w *waiter) (Lease, error) {
 		b.dispatch(b.now())
 	}
 	b.mu.Unlock()
-	b.recycle(w)
 	return Lease{why: reasonCanceled}, ctx.Err()
 }
 

@@ -1,0 +1,185 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Chain returns a Limiter that grants n permits only when every one of ls
+// grants n permits at the same instant: all or nothing. A request refused
+// by one member gives back what the members before it took (this package's
+// limiters refund their permits exactly: a failed chain consumes nothing), and
+// the chain's lease releases every member's lease, in reverse order. Each
+// member counts its own grant once; the chain adds no statistics of its own.
+//
+// TryAcquire tries the members in order and stops at the first refusal,
+// whose RetryAfter and Err it reports. Acquire waits until all members grant
+// at once: it sleeps for the refusing member's RetryAfter, or waits in its
+// queue when that is unknown (a concurrency limiter waits for a release), and
+// then tries the whole chain again.
+//
+// Chain panics if ls is empty or holds a nil Limiter, as a programming error.
+func Chain(ls ...Limiter) Limiter {
+	if len(ls) == 0 {
+		panic("limiter: Chain of no limiters")
+	}
+	c := &chain{ls: append([]Limiter(nil), ls...), known: true}
+	for _, l := range ls {
+		if l == nil {
+			panic("limiter: Chain of a nil Limiter")
+		}
+		_, ok := l.(refunder)
+		if inner, isChain := l.(*chain); !ok || isChain && !inner.known {
+			c.known = false
+		}
+	}
+	return c
+}
+
+type chain struct {
+	ls []Limiter
+	// known: every member is one of this package's limiters, whose leases
+	// are rebuilt from the member and the count, so the chain's lease needs
+	// no allocation.
+	known bool
+}
+
+// heldLeases releases the leases of a chain with foreign members.
+type heldLeases []Lease
+
+func (h heldLeases) ReleasePermits(int) {
+	for i := len(h) - 1; i >= 0; i-- {
+		h[i].Release()
+	}
+}
+
+// ReleasePermits releases n permits to every member, in reverse order.
+func (c *chain) ReleasePermits(n int) {
+	for i := len(c.ls) - 1; i >= 0; i-- {
+		if r, ok := c.ls[i].(Releaser); ok {
+			r.ReleasePermits(n)
+		}
+	}
+}
+
+func (c *chain) refund(n int, elapsed int64) {
+	for i := len(c.ls) - 1; i >= 0; i-- {
+		if r, ok := c.ls[i].(refunder); ok {
+			r.refund(n, elapsed)
+		}
+	}
+}
+
+// undo gives back the leases held[:k], newest first.
+func (c *chain) undo(held []Lease, k int, start time.Time) {
+	elapsed := int64(time.Since(start)) + 1
+	for i := k - 1; i >= 0; i-- {
+		if r, ok := c.ls[i].(refunder); ok {
+			r.refund(held[i].permits, elapsed)
+		} else {
+			held[i].Release()
+		}
+	}
+}
+
+// tryAll takes n from every member, or from none, and on refusal returns
+// the refusing member's lease and index. skip, if >= 0, is a member whose
+// permits the caller already holds as have, granted at since.
+func (c *chain) tryAll(n, skip int, have Lease, since time.Time) (Lease, int) {
+	var buf [8]Lease
+	held := buf[:0]
+	if len(c.ls) > len(buf) {
+		held = make([]Lease, 0, len(c.ls))
+	}
+	for i, l := range c.ls {
+		var lease Lease
+		if i == skip {
+			lease = have
+		} else {
+			lease = l.TryAcquire(n)
+		}
+		if !lease.Granted() {
+			c.undo(held, i, since)
+			return lease, i
+		}
+		held = append(held, lease)
+	}
+	if c.known {
+		return Lease{rel: c, permits: n, granted: true}, -1
+	}
+	return Lease{rel: heldLeases(append([]Lease(nil), held...)), permits: n, granted: true}, -1
+}
+
+// TryAcquire takes n permits from every member, or from none.
+func (c *chain) TryAcquire(n int) Lease {
+	l, _ := c.tryAll(n, -1, Lease{}, time.Now())
+	return l
+}
+
+// Acquire waits until every member grants n permits at the same instant.
+func (c *chain) Acquire(ctx context.Context, n int) (Lease, error) {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	skip, have, since := -1, Lease{}, time.Time{}
+	for {
+		if err := ctx.Err(); err != nil {
+			c.giveBack(skip, have, since)
+			return Lease{why: reasonCanceled}, err
+		}
+		if skip < 0 {
+			since = time.Now()
+		}
+		lease, i := c.tryAll(n, skip, have, since)
+		if lease.Granted() {
+			return lease, nil
+		}
+		skip, have = -1, Lease{}
+		switch err := lease.Err(); {
+		case errors.Is(err, ErrExceedsLimit), errors.Is(err, ErrInvalidCount), errors.Is(err, ErrClosed):
+			return lease, fmt.Errorf("limiter: chain: %w", err)
+		}
+		if d := lease.RetryAfter(); d > 0 {
+			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+				return lease, fmt.Errorf("limiter: chain: the wait of %v would end after the context deadline: %w", d, context.DeadlineExceeded)
+			}
+			if timer == nil {
+				timer = time.NewTimer(d)
+			} else {
+				timer.Reset(d)
+			}
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				return Lease{why: reasonCanceled}, ctx.Err()
+			}
+			continue
+		}
+		// The refusing member cannot say when (a concurrency limiter waits
+		// for a release, or its queue is ahead): wait in its own queue, then
+		// try the others at the instant it grants.
+		l, err := c.ls[i].Acquire(ctx, n)
+		if err != nil {
+			return l, err
+		}
+		skip, have, since = i, l, time.Now()
+	}
+}
+
+// giveBack returns a member's lease, taken by Acquire at since, that the
+// chain did not use.
+func (c *chain) giveBack(i int, l Lease, since time.Time) {
+	if i < 0 || !l.Granted() {
+		return
+	}
+	if r, ok := c.ls[i].(refunder); ok {
+		r.refund(l.permits, int64(time.Since(since))+1)
+	} else {
+		l.Release()
+	}
+}

@@ -1,0 +1,125 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// recorder is a Limiter from outside the package: it always grants and
+// records the order in which its leases are released.
+type recorder struct {
+	name string
+	log  *[]string
+}
+
+func (r recorder) TryAcquire(n int) Lease { return NewLease(n, r) }
+func (r recorder) Acquire(_ context.Context, n int) (Lease, error) {
+	return NewLease(n, r), nil
+}
+func (r recorder) ReleasePermits(int) { *r.log = append(*r.log, r.name) }
+
+func TestChainAllOrNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tb, _ := NewTokenBucket(TokenBucketOptions{Rate: Per(1, time.Second), Burst: 2})
+		fw, _ := NewFixedWindow(FixedWindowOptions{Limit: 1, Window: time.Hour})
+		c := Chain(tb, fw)
+		if l := c.TryAcquire(1); !l.Granted() {
+			t.Fatalf("first chain TryAcquire refused: %v", l.Err())
+		}
+		l := c.TryAcquire(1)
+		if l.Granted() || !errors.Is(l.Err(), ErrLimited) {
+			t.Fatalf("second chain TryAcquire = %v, %v; want refused with ErrLimited", l.Granted(), l.Err())
+		}
+		if l.RetryAfter() != time.Hour {
+			t.Errorf("RetryAfter = %v, want the fixed window's 1h", l.RetryAfter())
+		}
+		// The token the refused chain took from the bucket was given back.
+		if st := tb.Stats(); st.Available != 1 || st.Granted != 1 {
+			t.Errorf("bucket after refused chain: Available=%d Granted=%d, want 1 and 1", st.Available, st.Granted)
+		}
+		if g := tb.TryAcquire(1); !g.Granted() {
+			t.Error("bucket lost the refunded token")
+		}
+	})
+}
+
+func TestChainReleasesInReverse(t *testing.T) {
+	var log []string
+	c := Chain(recorder{"a", &log}, recorder{"b", &log}, recorder{"c", &log})
+	l := c.TryAcquire(2)
+	if !l.Granted() || l.Permits() != 2 {
+		t.Fatalf("lease = %v %d", l.Granted(), l.Permits())
+	}
+	l.Release()
+	if got := len(log); got != 3 || log[0] != "c" || log[1] != "b" || log[2] != "a" {
+		t.Fatalf("release order = %v, want [c b a]", log)
+	}
+}
+
+func TestChainConcurrencyReleasedOnce(t *testing.T) {
+	c1, _ := NewConcurrency(ConcurrencyOptions{Limit: 2})
+	c2, _ := NewConcurrency(ConcurrencyOptions{Limit: 1})
+	ch := Chain(c1, c2)
+	a := ch.TryAcquire(1)
+	if !a.Granted() {
+		t.Fatal("refused")
+	}
+	if b := ch.TryAcquire(1); b.Granted() {
+		t.Fatal("granted beyond c2's limit")
+	}
+	if c1.InUse() != 1 || c2.InUse() != 1 {
+		t.Fatalf("in use %d, %d; want 1, 1 (refused chain must give c1's permit back)", c1.InUse(), c2.InUse())
+	}
+	a.Release()
+	if c1.InUse() != 0 || c2.InUse() != 0 {
+		t.Fatalf("after release in use %d, %d; want 0, 0", c1.InUse(), c2.InUse())
+	}
+}
+
+func TestChainAcquireWaitsForAll(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log, _ := NewSlidingLog(SlidingLogOptions{Limit: 1, Window: time.Second})
+		conc, _ := NewConcurrency(ConcurrencyOptions{Limit: 1})
+		c := Chain(log, conc)
+		start := time.Now()
+		first, err := c.Acquire(context.Background(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			time.Sleep(1500 * time.Millisecond)
+			first.Release()
+		}()
+		// The log would allow at 1s, the concurrency limiter at 1.5s.
+		if _, err := c.Acquire(context.Background(), 1); err != nil {
+			t.Fatal(err)
+		}
+		if got := time.Since(start); got != 1500*time.Millisecond {
+			t.Fatalf("second grant at %v, want 1.5s", got)
+		}
+		// The next needs the log (2.5s) and a release (never): cancel at 3s.
+		ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+		defer cancel()
+		if _, err := c.Acquire(ctx, 1); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v, want DeadlineExceeded", err)
+		}
+		if got := conc.InUse(); got != 1 {
+			t.Fatalf("in use after failed chain = %d, want 1", got)
+		}
+	})
+}
+
+func TestChainExceedsLimit(t *testing.T) {
+	tb, _ := NewTokenBucket(TokenBucketOptions{Rate: Per(1, time.Second), Burst: 5})
+	conc, _ := NewConcurrency(ConcurrencyOptions{Limit: 2})
+	_, err := Chain(tb, conc).Acquire(context.Background(), 3)
+	if !errors.Is(err, ErrExceedsLimit) {
+		t.Fatalf("err = %v, want ErrExceedsLimit", err)
+	}
+	if st := tb.Stats(); st.Available != 5 {
+		t.Fatalf("bucket Available = %d after a chain that exceeded a later member, want 5", st.Available)
+	}
+}
