@@ -1,0 +1,244 @@
+// Command demo shows three of rategate's limiters at work on the real clock,
+// in about four seconds:
+//
+//  1. a SlidingLog admitting 5 grants per second to 20 goroutines at once,
+//     and the most grants it let through in any 1 s window;
+//  2. a TokenBucket refusing TryAcquire calls, and saying when to retry;
+//  3. a Concurrency limiter capping the tasks in flight.
+//
+// Run it with:
+//
+//	go run ./examples/demo
+//
+// It exits with status 1 if any limiter went over the bound it printed.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rategate/rategate/limiter"
+)
+
+// config sets the demo's sizes and durations, so that tests can run it at
+// other scales (on a virtual clock).
+type config struct {
+	Window  time.Duration // the sliding log's window, and the token bucket's refill period
+	Limit   int           // the sliding log's grants per window
+	Callers int           // goroutines competing for the sliding log
+	Burst   int           // the token bucket's capacity
+	Refill  int           // permits the token bucket regains per Window
+	Slots   int           // the concurrency limiter's limit
+	Tasks   int           // tasks competing for it
+	Work    time.Duration // how long each task runs
+}
+
+var defaultConfig = config{
+	Window:  time.Second,
+	Limit:   5,
+	Callers: 20,
+	Burst:   3,
+	Refill:  2,
+	Slots:   3,
+	Tasks:   10,
+	Work:    100 * time.Millisecond,
+}
+
+// result is what the demo measured; run fails if it breaks a bound.
+type result struct {
+	Offsets      []time.Duration // when each sliding-log grant arrived, from the start
+	MaxInWindow  int             // most sliding-log grants in any window of length Window
+	Burst        int             // token-bucket grants before the first refusal
+	PeakInFlight int             // most concurrency-limited tasks running at once
+}
+
+func main() {
+	if _, err := run(context.Background(), os.Stdout, defaultConfig); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, w io.Writer, cfg config) (result, error) {
+	var res result
+	var err error
+	if res.Offsets, res.MaxInWindow, err = slidingLog(ctx, w, cfg); err != nil {
+		return res, err
+	}
+	fmt.Fprintln(w)
+	if res.Burst, err = tokenBucket(ctx, w, cfg); err != nil {
+		return res, err
+	}
+	fmt.Fprintln(w)
+	if res.PeakInFlight, err = concurrency(ctx, w, cfg); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// slidingLog lets cfg.Callers goroutines Acquire one permit each from a
+// SlidingLog of cfg.Limit per cfg.Window, and prints when each grant arrives.
+func slidingLog(ctx context.Context, w io.Writer, cfg config) ([]time.Duration, int, error) {
+	lim, err := limiter.NewSlidingLog(limiter.SlidingLogOptions{Limit: cfg.Limit, Window: cfg.Window})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer lim.Close()
+
+	fmt.Fprintf(w, "1. SlidingLog: at most %d grants in ANY %v window.\n", cfg.Limit, cfg.Window)
+	fmt.Fprintf(w, "   %d goroutines call Acquire at once; %d get through, the rest wait in line.\n", cfg.Callers, cfg.Limit)
+
+	var (
+		mu      sync.Mutex
+		offsets []time.Duration
+		errs    []error
+		wg      sync.WaitGroup
+	)
+	start := time.Now()
+	for range cfg.Callers {
+		wg.Go(func() {
+			_, err := lim.Acquire(ctx, 1)
+			at := time.Since(start)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			offsets = append(offsets, at)
+			fmt.Fprintf(w, "   grant %2d at %5d ms\n", len(offsets), at.Milliseconds())
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, 0, err
+	}
+
+	most := maxInWindow(offsets, cfg.Window)
+	fmt.Fprintf(w, "   Most grants in any %v window: %d (bound %d).", cfg.Window, most, cfg.Limit)
+	fmt.Fprintf(w, " All %d took %d ms: the bound is reached, never passed.\n", len(offsets), time.Since(start).Milliseconds())
+	if most > cfg.Limit {
+		return offsets, most, fmt.Errorf("sliding log granted %d in one %v window, over its bound of %d", most, cfg.Window, cfg.Limit)
+	}
+	return offsets, most, nil
+}
+
+// maxInWindow returns the most offsets that fall in any window [t, t+win).
+func maxInWindow(offsets []time.Duration, win time.Duration) int {
+	ts := slices.Sorted(slices.Values(offsets))
+	most, j := 0, 0
+	for i := range ts {
+		for j < len(ts) && ts[j] < ts[i]+win {
+			j++
+		}
+		most = max(most, j-i)
+	}
+	return most
+}
+
+// tokenBucket drains a TokenBucket with TryAcquire, shows a refusal's
+// RetryAfter and an Acquire that fails at once because its deadline is too
+// near, then waits as told and is granted.
+func tokenBucket(ctx context.Context, w io.Writer, cfg config) (int, error) {
+	rate := limiter.Per(cfg.Refill, cfg.Window)
+	lim, err := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: rate, Burst: cfg.Burst})
+	if err != nil {
+		return 0, err
+	}
+	defer lim.Close()
+
+	fmt.Fprintf(w, "2. TokenBucket: a burst of %d, refilled at %v. TryAcquire never waits.\n", cfg.Burst, rate)
+	granted, seen := 0, false
+	var refused limiter.Lease // the first refusal
+	for i := 1; i <= cfg.Burst+2; i++ {
+		lease := lim.TryAcquire(1)
+		if lease.Granted() {
+			granted++
+			fmt.Fprintf(w, "   TryAcquire #%d: granted\n", i)
+			continue
+		}
+		if !seen {
+			refused, seen = lease, true
+		}
+		fmt.Fprintf(w, "   TryAcquire #%d: refused (%v); retry after %v\n", i, lease.Err(), lease.RetryAfter().Round(time.Millisecond))
+	}
+	if granted > cfg.Burst {
+		return granted, fmt.Errorf("token bucket granted %d at once, over its burst of %d", granted, cfg.Burst)
+	}
+
+	short, cancel := context.WithTimeout(ctx, refused.RetryAfter()/5)
+	t0 := time.Now()
+	_, err = lim.Acquire(short, 1)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return granted, fmt.Errorf("acquire with a deadline shorter than the wait: got %v, want a deadline error", err)
+	}
+	fmt.Fprintf(w, "   Acquire with a %v deadline: fails after %d ms, without waiting: %v\n",
+		(refused.RetryAfter() / 5).Round(time.Millisecond), time.Since(t0).Milliseconds(), err)
+
+	time.Sleep(refused.RetryAfter())
+	if lease := lim.TryAcquire(1); !lease.Granted() {
+		return granted, fmt.Errorf("TryAcquire after waiting RetryAfter was refused: %v", lease.Err())
+	}
+	fmt.Fprintf(w, "   Slept the first refusal's RetryAfter (%v); TryAcquire: granted\n", refused.RetryAfter().Round(time.Millisecond))
+	return granted, nil
+}
+
+// concurrency runs cfg.Tasks tasks, each holding a Concurrency lease for
+// cfg.Work, and reports the most that ran at once.
+func concurrency(ctx context.Context, w io.Writer, cfg config) (int, error) {
+	lim, err := limiter.NewConcurrency(limiter.ConcurrencyOptions{Limit: cfg.Slots})
+	if err != nil {
+		return 0, err
+	}
+	defer lim.Close()
+
+	fmt.Fprintf(w, "3. Concurrency: at most %d tasks in flight.\n", cfg.Slots)
+	fmt.Fprintf(w, "   %d tasks of %v each start at once; each holds a lease while it runs.\n", cfg.Tasks, cfg.Work)
+
+	var (
+		inFlight, peak atomic.Int64
+		mu             sync.Mutex
+		errs           []error
+		wg             sync.WaitGroup
+	)
+	start := time.Now()
+	for i := 1; i <= cfg.Tasks; i++ {
+		wg.Go(func() {
+			lease, err := lim.Acquire(ctx, 1)
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				return
+			}
+			defer lease.Release()
+			n := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+			}
+			mu.Lock()
+			fmt.Fprintf(w, "   task %2d starts at %5d ms (in flight: %d)\n", i, time.Since(start).Milliseconds(), n)
+			mu.Unlock()
+			time.Sleep(cfg.Work)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
+	}
+
+	most := int(peak.Load())
+	fmt.Fprintf(w, "   Peak in flight: %d (bound %d). All %d took %d ms.\n", most, cfg.Slots, cfg.Tasks, time.Since(start).Milliseconds())
+	if most > cfg.Slots {
+		return most, fmt.Errorf("concurrency limiter let %d tasks run at once, over its bound of %d", most, cfg.Slots)
+	}
+	return most, nil
+}

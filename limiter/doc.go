@@ -1,0 +1,231 @@
+// Package limiter hands out permits: at most so many per unit of time (a
+// rate limiter) or at most so many at once (a concurrency limiter). It is
+// the core of rategate: every other package (channels, byte streams, range
+// loops, worker pools) takes a [Limiter] and asks it for permits.
+//
+// # Permits and leases
+//
+// A permit is one unit of whatever is limited: a request, a message, a byte,
+// a running task. A caller asks a Limiter for n permits and gets back a
+// [Lease], a small value (never allocated) that says whether the permits
+// were granted ([Lease.Granted], [Lease.Permits]) and, if not, why
+// ([Lease.Err]) and when to try again ([Lease.RetryAfter]).
+//
+// A rate limiter spends its permits when it grants them; only the passing of
+// time brings them back, and [Lease.Release] does nothing. A [Concurrency]
+// limiter lends its permits: a granted lease holds them until Release gives
+// them back. Release is safe on any lease (a refused lease or the zero Lease
+// does nothing), so code written for any Limiter can release every lease it
+// was granted, once, when it is done.
+//
+// # TryAcquire and Acquire
+//
+// Every Limiter has two ways to ask:
+//
+//   - TryAcquire(n) never waits and never queues. It grants n permits if they
+//     are available now, and otherwise returns a lease that is not granted.
+//   - Acquire(ctx, n) waits, in the limiter's queue, until the n permits are
+//     granted. It returns an error exactly when they are not: ctx ended, the
+//     queue was full, the limiter was closed, or n can never be granted.
+//
+// A typical loop:
+//
+//	lim, err := limiter.NewSlidingLog(limiter.SlidingLogOptions{Limit: 5, Window: time.Second})
+//	if err != nil {
+//		return err
+//	}
+//	for _, job := range jobs {
+//		if _, err := lim.Acquire(ctx, 1); err != nil {
+//			return err // ctx ended, or lim was closed
+//		}
+//		do(job) // at most 5 jobs start in any second
+//	}
+//
+// A request for more permits than the limiter can ever grant at once (more
+// than a token bucket's Burst or a window's Limit) fails at once with
+// [ErrExceedsLimit]; a negative n fails with [ErrInvalidCount]. A request for
+// 0 permits takes nothing and is granted only when at least one permit could
+// be: TryAcquire(0) asks "is there room now?", Acquire(ctx, 0) waits until
+// there is.
+//
+// # The queue
+//
+// Callers that Acquire when permits are short wait in a queue, served in the
+// order set by [QueueOptions].Order:
+//
+//   - [OldestFirst] (the default) serves waiters first in, first out.
+//   - [NewestFirst] serves the newest waiter first, which keeps latency low
+//     for fresh work under overload.
+//
+// [QueueOptions].Limit caps the permits waiting in the queue (permits, not
+// callers). When a request that has to wait would go over it, OldestFirst
+// fails the newcomer at once with [ErrQueueFull] and NewestFirst fails the
+// oldest waiters with ErrQueueFull to make room. The zero Limit means no cap:
+// Acquire waits until its context ends, as golang.org/x/time/rate's Wait does.
+// Callers that must not wait use TryAcquire.
+//
+// There is no barging. While anyone waits, TryAcquire fails (with
+// [ErrLimited]) rather than take permits ahead of them. The queue is served
+// strictly in order: a large request at the head is not starved by small
+// ones behind it, even when the small ones would fit now; they wait until
+// the head is served. Waiting costs little: only the head waiter arms a
+// timer, for the instant the limiter says it can be served; the others sleep
+// until they reach the head.
+//
+// # Algorithms and their bounds
+//
+// Each limiter keeps one bound, under any interleaving of goroutines, and
+// with demand above it grants as close to the bound as it allows: a queued
+// request is served at the first instant the bound permits (as far as timers
+// are punctual; see QueueOptions.Spin below).
+//
+//	constructor       algorithm                  bound
+//	NewTokenBucket    token bucket (GCRA)        ≤ Burst + Rate·t permits in every interval of length t
+//	NewFixedWindow    fixed window counter       ≤ Limit permits per aligned window
+//	NewSlidingWindow  segmented sliding window   ≤ Limit permits in every segment-aligned window
+//	NewSlidingLog     exact log of grants        ≤ Limit permits in ANY window of length Window
+//	NewLeakyBucket    pacer                      consecutive grants ≥ k/Rate apart (k: permits of the first)
+//	NewConcurrency    counting semaphore         ≤ Limit permits in use at every instant
+//
+// In more detail:
+//
+//   - [TokenBucket]: a bucket of Burst permits, refilled at Rate, full when
+//     made. It is the generic cell rate algorithm: its state is one word, so
+//     TryAcquire is a clock read and one compare-and-swap, without a lock.
+//   - [FixedWindow]: counts permits in the windows [0, Window),
+//     [Window, 2·Window), … measured from the limiter's creation. The
+//     cheapest and the loosest: up to 2·Limit permits can pass across a
+//     window boundary.
+//   - [SlidingWindow]: divides the window into Segments and slides it one
+//     segment at a time. More segments bring it closer to the sliding log;
+//     still, a window of length Window that straddles segments can hold up
+//     to 2·Limit.
+//   - [SlidingLog]: the strict limiter. It logs its grants for the last
+//     Window, so at every instant t the permits granted in (t-Window, t]
+//     number at most Limit: no burst at a window edge, no rounding. Its
+//     memory is 16 bytes per grant in the last Window.
+//   - [LeakyBucket]: a pacer that never bursts. After a grant of k permits at
+//     t, the next grant comes no earlier than t + k/Rate; its first grant may
+//     come at once. Callers that arrive early wait in its queue.
+//   - [Concurrency]: a counting semaphore. TryAcquire is one
+//     compare-and-swap; permits come back through Lease.Release.
+//
+// # Exact arithmetic
+//
+// A [Rate] is two integers, n events per duration d (made by [Per], [Every],
+// or [ParseRate], which reads "100/s", "5/min", "2/1500ms"), never a float:
+// Per(3, time.Second) is three a second, not one every 333.333333 ms. The
+// token bucket and the pacer count time in units in which a permit costs a
+// whole number of units, and the windows count whole nanoseconds, so no
+// rounding accumulates however long a limiter runs; RetryAfter is rounded up
+// to the nanosecond, never down. Constructors reject an invalid option (a
+// zero or negative limit, window, burst or rate, or one whose arithmetic
+// would overflow) with an [*OptionError] naming the field; they never panic
+// and never clamp a value silently.
+//
+// # Time
+//
+// Each limiter records time.Now when it is made and from then on measures
+// time as the monotonic nanoseconds since that instant: wall-clock jumps do
+// not affect it, and it works in testing/synctest bubbles, whose virtual
+// clock starts in 2000. Limiters are passive: no goroutine, no ticker. Time
+// is read only when a limiter is asked, and a timer exists only while someone
+// waits in Acquire (the head waiter's). An idle limiter costs only its memory.
+//
+// # Cancellation and failure
+//
+// When ctx ends while Acquire waits, Acquire returns ctx's error, so
+// errors.Is(err, ctx.Err()) holds. When the limiter can tell at the call that
+// the grant would come after ctx's deadline, it does not wait to fail: it
+// fails at once with an error for which errors.Is(err,
+// context.DeadlineExceeded) holds, and the returned lease's RetryAfter is the
+// wait it foresaw.
+//
+// A waiter that fails (cancelled, timed out, pushed out of the queue, or
+// closed) consumes no permits, and the waiters behind it move up. If a grant
+// and a cancellation race, the grant wins: err == nil always means the lease
+// was granted and must be released like any other.
+//
+// Every refusal says why, through errors.Is on Acquire's error or on
+// [Lease.Err]:
+//
+//   - [ErrLimited]: TryAcquire found too few permits now, or waiters ahead.
+//   - [ErrQueueFull]: the queue's permit cap was reached, or a NewestFirst
+//     waiter was pushed out by newer ones.
+//   - [ErrClosed]: the limiter was closed.
+//   - [ErrExceedsLimit]: n is more than the limiter can ever grant at once,
+//     including waiters left asking for more than a lowered limit (SetLimit,
+//     SetBurst).
+//   - [ErrInvalidCount]: n is negative.
+//   - [ErrNoLimiter]: a keyed limiter could not make the key's limiter.
+//
+// After a failed Acquire, test the returned error rather than the lease: the
+// error names the context's error or the deadline, which the lease does not.
+//
+// # Retry after
+//
+// For a lease that was not granted, [Lease.RetryAfter] is the earliest wait
+// after which the same request could be granted if nothing else took permits
+// meanwhile: what an HTTP server puts in its Retry-After header. It is 0 when
+// that cannot be known: a concurrency limiter waits for a release, waiters
+// queued ahead are served first, and a closed limiter or an impossible
+// request never becomes grantable.
+//
+// # Chain
+//
+// [Chain] combines limiters into one that grants n permits only when every
+// member grants n at the same instant: all or nothing. A per-second limit and
+// a per-hour quota, or a rate limit and a concurrency limit, become one
+// Limiter. When a member refuses, the members before it give back what they
+// took, so a failed chain consumes nothing (this package's limiters refund
+// exactly; a refund that could no longer be exact, say because a window has
+// ended meanwhile, is dropped, so the bound still holds). The chain's lease
+// releases every member's lease, in reverse order.
+//
+// # Keyed limiters
+//
+// A [Keyed] limiter holds one limiter per key (per client IP, per host, per
+// tenant), made by [KeyedOptions].New on the key's first use, and made anew
+// if the key was evicted. Its TryAcquire and Acquire take the key as well as
+// n. A key whose limiter is idle (nobody waits, no lease is held, and its
+// state is that of a new limiter, so evicting it changes no decision) is
+// evicted lazily: each new key examines a few existing ones. No goroutine or
+// timer runs per key or per Keyed; [Keyed.Prune] evicts every idle key at
+// once. Limiters from other packages, whose state cannot be read, are evicted
+// after KeyedOptions.IdleTimeout without a call. When New fails, the request
+// fails with [ErrNoLimiter].
+//
+// [NewKeyedTokenBucket] is the compact form for the common case of one token
+// bucket per key, all with the same Rate and Burst: a key costs a slot in an
+// open-addressing table rather than a limiter, so millions of keys fit, and
+// keys whose bucket is full are dropped as the table would grow. Its Acquire
+// does not queue: it sleeps until the bucket could grant and tries again, so
+// waiters on one key are not served in arrival order.
+//
+// # Spinning for high rates
+//
+// Timers can fire late (on Linux, often by up to a millisecond), and a pacer
+// loses each grant's lateness, which caps a timer-paced LeakyBucket near a
+// thousand grants a second. With [QueueOptions].Spin set, the head waiter
+// sleeps on a timer until Spin before its turn and then polls the clock,
+// yielding between polls, for the rest: grants come on time at up to a
+// hundred thousand a second. The cost is CPU: one core stays busy while a
+// head waiter spins. Leave Spin at zero unless the rate needs it. Where the
+// clock stands still while polled, as in a testing/synctest bubble, the waiter
+// falls back to its timer.
+//
+// # Close and Stats
+//
+// Each of the six limiters has Close, which fails every queued waiter
+// with ErrClosed; later TryAcquire and Acquire calls fail with ErrClosed too.
+// Close returns nil, also when called again; leases a Concurrency limiter
+// granted before Close may still be released. Stats returns a snapshot:
+// permits available now, permits and callers waiting, and the counts of
+// leases granted and of acquisitions refused. Limiters that change at run
+// time (SetRate, SetBurst, SetLimit) apply the change at once, counting the
+// permits already granted against the new setting.
+//
+// Limiters outside this package can join in (in a Chain, or anywhere a
+// Limiter is taken) by implementing [Limiter] and building their leases with
+// [NewLease] and [Denied].
+package limiter
