@@ -130,7 +130,7 @@ func (c *chain) Acquire(ctx context.Context, n int) (Lease, error) {
 	for {
 		if err := ctx.Err(); err != nil {
 			c.giveBack(skip, have, since)
-			return Lease{why: reasonCanceled}, err
+			return ctxDenied(err), err
 		}
 		if skip < 0 {
 			since = time.Now()
@@ -146,6 +146,7 @@ func (c *chain) Acquire(ctx context.Context, n int) (Lease, error) {
 		}
 		if d := lease.RetryAfter(); d > 0 {
 			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+				lease.why = reasonDeadline
 				return lease, fmt.Errorf("limiter: chain: the wait of %v would end after the context deadline: %w", d, context.DeadlineExceeded)
 			}
 			if timer == nil {
@@ -156,7 +157,7 @@ func (c *chain) Acquire(ctx context.Context, n int) (Lease, error) {
 			select {
 			case <-timer.C:
 			case <-ctx.Done():
-				return Lease{why: reasonCanceled}, ctx.Err()
+				return ctxDenied(ctx.Err()), ctx.Err()
 			}
 			continue
 		}

@@ -90,12 +90,19 @@ func (c *Concurrency) Acquire(ctx context.Context, n int) (Lease, error) {
 
 // ReleasePermits gives n permits back and serves waiters they make room for.
 // Lease.Release calls it; call it directly only for permits you account for
-// yourself.
+// yourself. Releasing more than is held is a caller's bug; the free permits
+// are capped at Limit so that it cannot grow the limiter.
 func (c *Concurrency) ReleasePermits(n int) {
 	if n <= 0 {
 		return
 	}
-	c.p.avail.Add(int64(n))
+	for {
+		a, lim := c.p.avail.Load(), c.p.limit.Load()
+		na := min(a+int64(n), max(lim, a))
+		if c.p.avail.CompareAndSwap(a, na) {
+			break
+		}
+	}
 	if c.gate.Load()&(closedBit-1) != 0 {
 		c.kick()
 	}

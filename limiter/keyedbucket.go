@@ -178,7 +178,7 @@ func (k *KeyedTokenBucket[K]) Acquire(ctx context.Context, key K, n int) (Lease,
 	}()
 	for {
 		if err := ctx.Err(); err != nil {
-			return Lease{why: reasonCanceled}, err
+			return ctxDenied(err), err
 		}
 		l := k.TryAcquire(key, n)
 		if l.Granted() {
@@ -193,6 +193,7 @@ func (k *KeyedTokenBucket[K]) Acquire(ctx context.Context, key K, n int) (Lease,
 			return l, err
 		}
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+			l.why = reasonDeadline
 			return l, fmt.Errorf("limiter: the wait of %v would end after the context deadline: %w", d, context.DeadlineExceeded)
 		}
 		if timer == nil {
@@ -203,7 +204,7 @@ func (k *KeyedTokenBucket[K]) Acquire(ctx context.Context, key K, n int) (Lease,
 		select {
 		case <-timer.C:
 		case <-ctx.Done():
-			return Lease{why: reasonCanceled}, ctx.Err()
+			return ctxDenied(ctx.Err()), ctx.Err()
 		}
 	}
 }

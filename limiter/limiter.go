@@ -52,6 +52,7 @@ const (
 	reasonExceeds
 	reasonInvalid
 	reasonCanceled
+	reasonDeadline
 	reasonNoLimiter
 )
 
@@ -69,6 +70,8 @@ func (r reason) err() error {
 		return ErrInvalidCount
 	case reasonCanceled:
 		return context.Canceled
+	case reasonDeadline:
+		return context.DeadlineExceeded
 	case reasonNoLimiter:
 		return ErrNoLimiter
 	}
@@ -118,6 +121,12 @@ func Denied(err error, retryAfter time.Duration) Lease {
 		why = reasonExceeds
 	case errors.Is(err, ErrInvalidCount):
 		why = reasonInvalid
+	case errors.Is(err, ErrNoLimiter):
+		why = reasonNoLimiter
+	case errors.Is(err, context.DeadlineExceeded):
+		why = reasonDeadline
+	case errors.Is(err, context.Canceled):
+		why = reasonCanceled
 	}
 	if retryAfter < 0 {
 		retryAfter = 0
@@ -127,6 +136,14 @@ func Denied(err error, retryAfter time.Duration) Lease {
 
 func denied(why reason, retry time.Duration) Lease {
 	return Lease{retry: retry, why: why}
+}
+
+// ctxDenied is the lease of an Acquire that failed because ctx ended.
+func ctxDenied(err error) Lease {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return Lease{why: reasonDeadline}
+	}
+	return Lease{why: reasonCanceled}
 }
 
 // Granted reports whether the permits were granted.
@@ -152,7 +169,10 @@ func (l Lease) RetryAfter() time.Duration {
 }
 
 // Err returns nil for a granted lease and otherwise why it was not granted:
-// ErrLimited, ErrClosed, ErrQueueFull, ErrExceedsLimit or ErrInvalidCount.
+// ErrLimited, ErrClosed, ErrQueueFull, ErrExceedsLimit, ErrInvalidCount,
+// ErrNoLimiter, or, for an Acquire whose context ended or whose wait would
+// outlast its deadline, context.Canceled or context.DeadlineExceeded (the
+// same as the error Acquire returned, as far as errors.Is can tell).
 func (l Lease) Err() error {
 	if l.granted {
 		return nil

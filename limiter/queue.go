@@ -145,7 +145,8 @@ func (b *base) acquire(ctx context.Context, n int) (Lease, error) {
 		return b.reject(why, 0), b.requestErr(why, n)
 	}
 	if err := ctx.Err(); err != nil {
-		return b.reject(reasonCanceled, 0), err
+		b.rejected.Add(1)
+		return ctxDenied(err), err
 	}
 	b.mu.Lock()
 	if b.closed {
@@ -166,7 +167,7 @@ func (b *base) acquire(ctx context.Context, n int) (Lease, error) {
 		if retry > 0 {
 			if dl, has := ctx.Deadline(); has && time.Until(dl) < time.Duration(retry) {
 				b.mu.Unlock()
-				return b.reject(reasonLimited, retry), fmt.Errorf("limiter: the wait of %v would end after the context deadline: %w", time.Duration(retry), context.DeadlineExceeded)
+				return b.reject(reasonDeadline, retry), fmt.Errorf("limiter: the wait of %v would end after the context deadline: %w", time.Duration(retry), context.DeadlineExceeded)
 			}
 		}
 	}
@@ -409,7 +410,7 @@ func (b *base) cancel(ctx context.Context, w *waiter) (Lease, error) {
 		b.dispatch(b.now())
 	}
 	b.mu.Unlock()
-	return Lease{why: reasonCanceled}, ctx.Err()
+	return ctxDenied(ctx.Err()), ctx.Err()
 }
 
 // close fails every waiter with ErrClosed and makes later calls fail.

@@ -1,9 +1,6 @@
 package limiter
 
-import (
-	"context"
-	"time"
-)
+import "context"
 
 // TokenBucketOptions configures NewTokenBucket.
 type TokenBucketOptions struct {
@@ -191,5 +188,3 @@ func (l *LeakyBucket) refund(n int, elapsed int64) {
 	l.mu.Unlock()
 	l.kick()
 }
-
-var _ = time.Second
