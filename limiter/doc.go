@@ -158,9 +158,11 @@
 //     SetBurst).
 //   - [ErrInvalidCount]: n is negative.
 //   - [ErrNoLimiter]: a keyed limiter could not make the key's limiter.
+//   - context.Canceled or context.DeadlineExceeded: Acquire's context ended,
+//     or its deadline would have passed before the grant.
 //
-// After a failed Acquire, test the returned error rather than the lease: the
-// error names the context's error or the deadline, which the lease does not.
+// After a failed Acquire the lease's Err and the returned error agree under
+// errors.Is; the error also carries the details (counts, the foreseen wait).
 //
 // # Retry after
 //
