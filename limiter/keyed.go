@@ -195,6 +195,43 @@ func (k *Keyed[K]) Prune() int {
 	return evicted
 }
 
+// For returns the Limiter of one key: its TryAcquire and Acquire are those
+// of k with key (so eviction stays safe), and it can be handed to anything
+// that takes a Limiter: a pool per host, a pipe per tenant.
+func (k *Keyed[K]) For(key K) Limiter { return keyedFor[K]{k, key} }
+
+type keyedFor[K comparable] struct {
+	k   *Keyed[K]
+	key K
+}
+
+func (f keyedFor[K]) TryAcquire(n int) Lease { return f.k.TryAcquire(f.key, n) }
+func (f keyedFor[K]) Acquire(ctx context.Context, n int) (Lease, error) {
+	return f.k.Acquire(ctx, f.key, n)
+}
+
+// Stats sums the Stats of every key's limiter that has a Stats method
+// (this package's limiters do). Evicted keys no longer count.
+func (k *Keyed[K]) Stats() Stats {
+	var st Stats
+	for i := range k.shards {
+		s := &k.shards[i]
+		s.mu.Lock()
+		for _, e := range s.m {
+			if sl, ok := e.lim.(interface{ Stats() Stats }); ok {
+				x := sl.Stats()
+				st.Available += x.Available
+				st.Queued += x.Queued
+				st.Waiters += x.Waiters
+				st.Granted += x.Granted
+				st.Rejected += x.Rejected
+			}
+		}
+		s.mu.Unlock()
+	}
+	return st
+}
+
 // Close closes every key's limiter that has a Close method and makes later
 // calls fail with ErrClosed.
 func (k *Keyed[K]) Close() error {

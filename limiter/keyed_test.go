@@ -159,3 +159,41 @@ func TestGCRARebaseKeepsBound(t *testing.T) {
 		}
 	})
 }
+
+func TestKeyedForIsALimiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		kb, _ := NewKeyedTokenBucket[string](TokenBucketOptions{Rate: Per(2, time.Second), Burst: 1})
+		k, _ := NewKeyed(KeyedOptions[string]{New: func(string) (Limiter, error) {
+			return NewSlidingLog(SlidingLogOptions{Limit: 1, Window: time.Second})
+		}})
+		for name, lim := range map[string]Limiter{"bucket": kb.For("h"), "keyed": k.For("h")} {
+			start := time.Now()
+			for range 3 {
+				if _, err := lim.Acquire(context.Background(), 1); err != nil {
+					t.Fatal(name, err)
+				}
+			}
+			// bucket: grants at 0, 0.5 s, 1 s; log: 0, 1 s, 2 s.
+			want := map[string]time.Duration{"bucket": time.Second, "keyed": 2 * time.Second}[name]
+			if got := time.Since(start); got != want {
+				t.Errorf("%s: third grant after %v, want %v", name, got, want)
+			}
+			if lim.TryAcquire(1).Granted() {
+				t.Errorf("%s: granted right after a grant", name)
+			}
+			if name == "bucket" {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+				if _, err := lim.Acquire(ctx, 1); !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("Acquire with a near deadline: %v", err)
+				}
+				cancel()
+			}
+		}
+		if st := kb.Stats(); st.Granted != 3 || st.Rejected != 2 {
+			t.Errorf("bucket stats %+v, want 3 granted, 2 refused (a TryAcquire, a failed Acquire)", st)
+		}
+		if st := k.Stats(); st.Granted != 3 || st.Rejected != 1 {
+			t.Errorf("keyed stats %+v, want 3 granted, 1 refused", st)
+		}
+	})
+}

@@ -39,7 +39,8 @@ type bucketShard[K comparable] struct {
 	slots []bucketSlot[K]
 	count int
 	base  int64 // ns since origin at which the shard's scaled time is 0
-	_     [8]byte
+	// granted and rejected count TryAcquire outcomes, under mu.
+	granted, rejected int64
 }
 
 // bucketSlot's tat is the GCRA state in scaled units from the shard's base.
@@ -118,7 +119,10 @@ func (k *KeyedTokenBucket[K]) makeRoom(s *bucketShard[K], now int64) {
 
 // TryAcquire takes n permits from key's bucket if it holds them now. It does
 // not allocate once the key exists.
-func (k *KeyedTokenBucket[K]) TryAcquire(key K, n int) Lease {
+func (k *KeyedTokenBucket[K]) TryAcquire(key K, n int) Lease { return k.try(key, n, 1) }
+
+// try is TryAcquire; a refusal adds reject to the shard's count.
+func (k *KeyedTokenBucket[K]) try(key K, n int, reject int64) Lease {
 	if n < 0 {
 		return denied(reasonInvalid, 0)
 	}
@@ -147,9 +151,11 @@ func (k *KeyedTokenBucket[K]) TryAcquire(key K, n int) Lease {
 	nows := (now - s.base) * c.n
 	t0 := max(tat, nows)
 	if over := t0 + max(int64(n), 1)*c.d - nows - c.tol; over > 0 {
+		s.rejected += reject
 		s.mu.Unlock()
 		return denied(reasonLimited, time.Duration(ceilDiv(over, c.n)))
 	}
+	s.granted++
 	if n > 0 {
 		if !found {
 			k.makeRoom(s, now)
@@ -170,6 +176,17 @@ func (k *KeyedTokenBucket[K]) TryAcquire(key K, n int) Lease {
 // set is closed. It fails at once with context.DeadlineExceeded when the
 // bucket will not hold n permits before ctx's deadline.
 func (k *KeyedTokenBucket[K]) Acquire(ctx context.Context, key K, n int) (Lease, error) {
+	l, err := k.acquire(ctx, key, n)
+	if err != nil {
+		s := &k.shards[maphash.Comparable(k.seed, key)>>(64-6)]
+		s.mu.Lock()
+		s.rejected++
+		s.mu.Unlock()
+	}
+	return l, err
+}
+
+func (k *KeyedTokenBucket[K]) acquire(ctx context.Context, key K, n int) (Lease, error) {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -180,7 +197,7 @@ func (k *KeyedTokenBucket[K]) Acquire(ctx context.Context, key K, n int) (Lease,
 		if err := ctx.Err(); err != nil {
 			return ctxDenied(err), err
 		}
-		l := k.TryAcquire(key, n)
+		l := k.try(key, n, 0)
 		if l.Granted() {
 			return l, nil
 		}
@@ -240,6 +257,35 @@ func (k *KeyedTokenBucket[K]) Prune() int {
 		s.mu.Unlock()
 	}
 	return dropped
+}
+
+// Stats returns, over all keys, the leases granted and the acquisitions
+// refused (TryAcquire refusals for want of permits, and failed Acquire
+// calls), and as Available the permits of a key not yet seen: Burst.
+func (k *KeyedTokenBucket[K]) Stats() Stats {
+	st := Stats{Available: k.cfg.burst}
+	for i := range k.shards {
+		s := &k.shards[i]
+		s.mu.Lock()
+		st.Granted += s.granted
+		st.Rejected += s.rejected
+		s.mu.Unlock()
+	}
+	return st
+}
+
+// For returns the Limiter of one key: its TryAcquire and Acquire are those
+// of k with key, so it can be handed to anything that takes a Limiter.
+func (k *KeyedTokenBucket[K]) For(key K) Limiter { return keyedBucketFor[K]{k, key} }
+
+type keyedBucketFor[K comparable] struct {
+	k   *KeyedTokenBucket[K]
+	key K
+}
+
+func (f keyedBucketFor[K]) TryAcquire(n int) Lease { return f.k.TryAcquire(f.key, n) }
+func (f keyedBucketFor[K]) Acquire(ctx context.Context, n int) (Lease, error) {
+	return f.k.Acquire(ctx, f.key, n)
 }
 
 // Close makes later calls fail with ErrClosed. It returns nil.
