@@ -123,3 +123,27 @@ func TestChainExceedsLimit(t *testing.T) {
 		t.Fatalf("bucket Available = %d after a chain that exceeded a later member, want 5", st.Available)
 	}
 }
+
+func TestNewestFirstFailsEarlyOnDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, _ := NewSlidingLog(SlidingLogOptions{Limit: 1, Window: time.Second, Queue: QueueOptions{Order: NewestFirst}})
+		l.TryAcquire(1)
+		older := make(chan error)
+		go func() { _, err := l.Acquire(context.Background(), 1); older <- err }()
+		synctest.Wait()
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		lease, err := l.Acquire(ctx, 1)
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(lease.Err(), context.DeadlineExceeded) {
+			t.Fatalf("err = %v, lease.Err = %v; want DeadlineExceeded", err, lease.Err())
+		}
+		if time.Since(start) != 0 || lease.RetryAfter() != time.Second {
+			t.Fatalf("failed after %v with RetryAfter %v; want at once, 1s", time.Since(start), lease.RetryAfter())
+		}
+		// The older waiter was not disturbed: granted when the window allows.
+		if err := <-older; err != nil || time.Since(start) != time.Second {
+			t.Fatalf("older waiter: %v at %v; want granted at 1s", err, time.Since(start))
+		}
+	})
+}

@@ -192,6 +192,18 @@ func (b *base) acquire(ctx context.Context, n int) (Lease, error) {
 	w := &waiter{n: n, ready: make(chan struct{}, 1)}
 	b.push(w)
 	b.dispatch(now)
+	// A NewestFirst newcomer is the head at once: now its wait is known.
+	if !w.done && b.head == w && b.wakeAt > now {
+		if dl, has := ctx.Deadline(); has && time.Until(dl) < time.Duration(b.wakeAt-now) {
+			retry := b.wakeAt - now
+			b.remove(w)
+			if b.head != nil {
+				b.dispatch(now)
+			}
+			b.mu.Unlock()
+			return b.reject(reasonDeadline, retry), fmt.Errorf("limiter: the wait of %v would end after the context deadline: %w", time.Duration(retry), context.DeadlineExceeded)
+		}
+	}
 	b.mu.Unlock()
 	return b.wait(ctx, w)
 }
