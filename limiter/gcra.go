@@ -137,7 +137,16 @@ func (g *gcra) reconfigure(now int64, nc *gcraConfig) {
 		newTat = scaledLimit
 	}
 	if newTat == old {
-		newTat++ // never restore the value a stale compare-and-swap expects
+		// Never restore the value a stale compare-and-swap (computed with c)
+		// expects, without changing the state it stands for:
+		switch {
+		case newTat == 0:
+			newTat = -1 // no debt either way: any tat <= now reads as a full bucket
+		case c.n != nc.n || c.d != nc.d || c.base != now:
+			newTat++ // a different state: err by one unit on the safe side
+		}
+		// Otherwise the units and origin are unchanged, and a stale
+		// compare-and-swap lands as if it ran before the change.
 	}
 	nc.base = now
 	g.cfg.Store(nc)
