@@ -306,6 +306,7 @@ func (b *base) kick() {
 const (
 	spinReached = iota
 	spinPoked
+	spinCanceled
 	spinStuck
 )
 
@@ -330,7 +331,7 @@ func (b *base) spinUntil(ctx context.Context, w *waiter, wake int64) int {
 		case <-w.ready:
 			return spinPoked
 		case <-ctx.Done():
-			return spinPoked
+			return spinCanceled
 		default:
 		}
 		runtime.Gosched()
@@ -375,6 +376,8 @@ func (b *base) wait(ctx context.Context, w *waiter) (Lease, error) {
 				switch b.spinUntil(ctx, w, wake) {
 				case spinReached, spinPoked:
 					continue
+				case spinCanceled:
+					return b.cancel(ctx, w)
 				case spinStuck:
 					canSpin = false
 				}
