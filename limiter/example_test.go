@@ -1,0 +1,125 @@
+package limiter_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rategate/rategate/limiter"
+)
+
+// A token bucket grants its burst at once, then permits at its rate.
+func ExampleNewTokenBucket() {
+	tb, err := limiter.NewTokenBucket(limiter.TokenBucketOptions{
+		Rate:  limiter.Per(10, time.Hour), // refill: 10 permits an hour
+		Burst: 3,                          // capacity: 3 permits at once
+	})
+	if err != nil {
+		panic(err)
+	}
+	for i := range 4 {
+		l := tb.TryAcquire(1)
+		fmt.Printf("request %d: granted %v\n", i+1, l.Granted())
+	}
+	// A request larger than the bucket can never be granted.
+	fmt.Println(tb.TryAcquire(4).Err())
+
+	// Invalid options are errors that name the field.
+	_, err = limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(10, time.Second)})
+	var oe *limiter.OptionError
+	if errors.As(err, &oe) {
+		fmt.Println("invalid option:", oe.Field)
+	}
+	// Output:
+	// request 1: granted true
+	// request 2: granted true
+	// request 3: granted true
+	// request 4: granted false
+	// limiter: request exceeds limit
+	// invalid option: Burst
+}
+
+// A sliding log grants at most Limit permits in any window of length Window.
+func ExampleNewSlidingLog() {
+	sl, err := limiter.NewSlidingLog(limiter.SlidingLogOptions{Limit: 2, Window: time.Hour})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	for i := range 2 {
+		if _, err := sl.Acquire(ctx, 1); err == nil {
+			fmt.Printf("job %d started\n", i+1)
+		}
+	}
+	// A third job in the same hour would wait; TryAcquire does not.
+	l := sl.TryAcquire(1)
+	fmt.Println("job 3:", l.Err())
+	// Nor does Acquire when its deadline comes before the permit.
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	_, err = sl.Acquire(ctx, 1)
+	fmt.Println("job 3 with a 1m deadline:", errors.Is(err, context.DeadlineExceeded))
+	fmt.Printf("%+v\n", sl.Stats())
+	// Output:
+	// job 1 started
+	// job 2 started
+	// job 3: limiter: not enough permits available
+	// job 3 with a 1m deadline: true
+	// {Available:0 Queued:0 Waiters:0 Granted:2 Rejected:2}
+}
+
+// A concurrency limiter lends permits until the lease is released.
+func ExampleNewConcurrency() {
+	c, err := limiter.NewConcurrency(limiter.ConcurrencyOptions{Limit: 2})
+	if err != nil {
+		panic(err)
+	}
+	a := c.TryAcquire(1)
+	b := c.TryAcquire(1)
+	fmt.Println("a, b granted:", a.Granted(), b.Granted(), "in use:", c.InUse())
+	fmt.Println("third:", c.TryAcquire(1).Granted())
+	a.Release()
+	third, err := c.Acquire(context.Background(), 1)
+	fmt.Println("third after a released:", third.Granted(), err, "in use:", c.InUse())
+	b.Release()
+	third.Release()
+	fmt.Println("in use:", c.InUse())
+	// Output:
+	// a, b granted: true true in use: 2
+	// third: false
+	// third after a released: true <nil> in use: 2
+	// in use: 0
+}
+
+func ExampleParseRate() {
+	for _, s := range []string{"100/s", "5/min", "2/1500ms", "10/h", "0/s", "3/fortnight"} {
+		r, err := limiter.ParseRate(s)
+		if err != nil {
+			fmt.Printf("%-11s error\n", s)
+			continue
+		}
+		fmt.Printf("%-11s %d per %v = %.4g/s\n", s, r.Events(), r.Period(), r.PerSecond())
+	}
+	// Output:
+	// 100/s       100 per 1s = 100/s
+	// 5/min       5 per 1m0s = 0.08333/s
+	// 2/1500ms    2 per 1.5s = 1.333/s
+	// 10/h        10 per 1h0m0s = 0.002778/s
+	// 0/s         error
+	// 3/fortnight error
+}
+
+// RetryAfter says how long to wait before the same request could be
+// granted: what an HTTP server puts in a Retry-After header.
+func ExampleLease_RetryAfter() {
+	sl, _ := limiter.NewSlidingLog(limiter.SlidingLogOptions{Limit: 1, Window: time.Hour})
+	fmt.Println("first:", sl.TryAcquire(1).RetryAfter())
+	l := sl.TryAcquire(1)
+	// The first grant leaves the window an hour after it was made (less
+	// the instant that has passed since).
+	fmt.Println("second:", l.Granted(), l.RetryAfter().Round(time.Minute))
+	// Output:
+	// first: 0s
+	// second: false 1h0m0s
+}
