@@ -164,6 +164,25 @@ func TestSlidingWindowUnevenSegments(t *testing.T) {
 		if l := sw.TryAcquire(1); l.Granted() || l.RetryAfter() != time.Second-333333333 {
 			t.Fatalf("at 1333333333ns: granted %v retry %v", l.Granted(), l.RetryAfter())
 		}
+
+		// A grant in segment 1 leaves at the start of segment 4, 1333333334 ns.
+		sw2, _ := NewSlidingWindow(SlidingWindowOptions{Limit: 1, Window: time.Second, Segments: 3})
+		time.Sleep(ms(400))
+		if !sw2.TryAcquire(1).Granted() {
+			t.Fatal("refused at 400ms")
+		}
+		time.Sleep(ms(100))
+		if l := sw2.TryAcquire(1); l.RetryAfter() != 833333334 {
+			t.Fatalf("at 500ms: retry %v, want 833333334ns", l.RetryAfter())
+		}
+		time.Sleep(833333333)
+		if l := sw2.TryAcquire(1); l.Granted() || l.RetryAfter() != 1 {
+			t.Fatalf("1ns before segment 4: granted %v retry %v", l.Granted(), l.RetryAfter())
+		}
+		time.Sleep(1)
+		if l := sw2.TryAcquire(1); !l.Granted() {
+			t.Fatalf("at segment 4: refused, retry %v", l.RetryAfter())
+		}
 	})
 }
 

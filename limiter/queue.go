@@ -95,24 +95,18 @@ func (b *base) reject(why reason, retry int64) Lease {
 	return Lease{retry: time.Duration(retry), why: why}
 }
 
-// check validates n; it returns reasonNone when n may be requested.
-func (b *base) check(n int) reason {
-	if n < 0 {
-		return reasonInvalid
-	}
-	if int64(n) > b.pol.maxRequest() {
-		return reasonExceeds
-	}
-	return reasonNone
-}
-
 // tryAcquire is TryAcquire under the lock: the path of the locked
 // algorithms, and the fallback of the lock-free ones.
 func (b *base) tryAcquire(n int) Lease {
-	if why := b.check(n); why != reasonNone {
-		return b.reject(why, 0)
+	if n < 0 {
+		return b.reject(reasonInvalid, 0)
 	}
 	b.mu.Lock()
+	// Under the lock: SetLimit changes a window's limit under it.
+	if int64(n) > b.pol.maxRequest() {
+		b.mu.Unlock()
+		return b.reject(reasonExceeds, 0)
+	}
 	if b.closed {
 		b.mu.Unlock()
 		return b.reject(reasonClosed, 0)
@@ -129,6 +123,8 @@ func (b *base) tryAcquire(n int) Lease {
 	return b.reject(reasonLimited, retry)
 }
 
+// requestErr is the error of a request refused for why; for reasonExceeds
+// the caller holds b.mu.
 func (b *base) requestErr(why reason, n int) error {
 	switch why {
 	case reasonInvalid:
@@ -141,23 +137,35 @@ func (b *base) requestErr(why reason, n int) error {
 
 // acquire is Acquire for every algorithm.
 func (b *base) acquire(ctx context.Context, n int) (Lease, error) {
-	if why := b.check(n); why != reasonNone {
-		return b.reject(why, 0), b.requestErr(why, n)
+	if n < 0 {
+		return b.reject(reasonInvalid, 0), b.requestErr(reasonInvalid, n)
+	}
+	b.mu.Lock()
+	// Under the lock: SetLimit changes a window's limit under it, and a
+	// request that a lowered limit made impossible must fail here rather
+	// than queue after SetLimit's kick and wait forever.
+	if int64(n) > b.pol.maxRequest() {
+		err := b.requestErr(reasonExceeds, n)
+		b.mu.Unlock()
+		return b.reject(reasonExceeds, 0), err
 	}
 	if err := ctx.Err(); err != nil {
+		b.mu.Unlock()
 		b.rejected.Add(1)
 		return ctxDenied(err), err
 	}
-	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		return b.reject(reasonClosed, 0), ErrClosed
 	}
 	now := b.now()
-	if b.nwait == 0 || (b.q.Order == OldestFirst && b.wakeAt >= 0) {
+	if b.nwait == 0 || b.q.Order == NewestFirst || b.wakeAt >= 0 {
 		var ok bool
 		retry := b.wakeAt - now
-		if b.nwait == 0 {
+		if b.nwait == 0 || b.q.Order == NewestFirst {
+			// Nobody waits, or the newcomer would head a NewestFirst queue
+			// and be served first: it may take now (pushing out nobody), and
+			// its wait is its own.
 			ok, retry = b.pol.take(now, n)
 			if ok {
 				b.mu.Unlock()

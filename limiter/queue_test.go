@@ -1,6 +1,7 @@
 package limiter_test
 
 import (
+	"context"
 	"errors"
 	"math"
 	"slices"
@@ -326,6 +327,48 @@ func TestZeroPermits(t *testing.T) {
 		// It took nothing: the permit is there at that same instant.
 		if l := lim.TryAcquire(1); !l.Granted() {
 			t.Fatalf("Acquire(0) took the permit: %v", l.Err())
+		}
+	})
+}
+
+// NewestFirst: a newcomer is served first, so when its permits are free it
+// is granted at once, and pushes nobody out of a full queue; when its wait
+// would outlast its deadline it fails at once, also pushing nobody out.
+func TestNewestFirstNewcomerPushesOutOnlyToWait(t *testing.T) {
+	forEach(t, func(t *testing.T, a algo) {
+		if a.pacer {
+			t.Skip("a pacer with a waiter has no permit free")
+		}
+		lim := mustMake(t, a, 3, QueueOptions{Limit: 2, Order: NewestFirst})
+		held := lim.TryAcquire(2) // 1 free
+		r := newRecorder(t)
+		r.acquire(t.Context(), lim, 1, 2, time.Second) // waits; the queue is full
+		l, err := lim.Acquire(t.Context(), 1)
+		synctestWait()
+		if err != nil || !l.Granted() {
+			t.Fatalf("newcomer for the free permit: %v", err)
+		}
+		if r.done(1) {
+			t.Fatalf("waiter 1 pushed out by a newcomer that never waited: %v", r.find(t, 1).err)
+		}
+		if !a.concurrency { // a semaphore's wait is unknown: its newcomer waits
+			ctx, cancel := context.WithTimeout(t.Context(), ms(100))
+			defer cancel()
+			before := time.Now()
+			if _, err := lim.Acquire(ctx, 1); !errors.Is(err, context.DeadlineExceeded) || time.Since(before) != 0 {
+				t.Fatalf("newcomer with a short deadline: %v, want DeadlineExceeded at once", err)
+			}
+			synctestWait()
+			if r.done(1) {
+				t.Fatalf("waiter 1 pushed out by a newcomer that did not wait: %v", r.find(t, 1).err)
+			}
+		}
+		time.Sleep(time.Second)
+		held.Release()
+		l.Release()
+		time.Sleep(2 * time.Second)
+		if o := r.find(t, 1); o.err != nil {
+			t.Fatalf("waiter 1: %v", o.err)
 		}
 	})
 }

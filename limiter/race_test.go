@@ -231,3 +231,46 @@ func TestHammerBounds(t *testing.T) {
 		}
 	})
 }
+
+// SetLimit racing TryAcquire and Acquire: no data race, and a request that a
+// lowered limit makes impossible fails with ErrExceedsLimit rather than wait
+// forever (the test would deadlock).
+func TestSetLimitRacesAcquire(t *testing.T) {
+	for _, a := range algos {
+		if a.name == "TokenBucket" || a.pacer {
+			continue
+		}
+		t.Run(a.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				lim := mustMake(t, a, 3, QueueOptions{}).(limitSetter)
+				var wg sync.WaitGroup
+				wg.Go(func() {
+					for i := range 200 {
+						lim.SetLimit(1 + i%5)
+						time.Sleep(3 * time.Millisecond)
+					}
+					lim.SetLimit(1)
+				})
+				for w := range 4 {
+					wg.Go(func() {
+						for j := range 40 {
+							n := 1 + (w+j)%4
+							l, err := lim.Acquire(t.Context(), n)
+							if err != nil && !errors.Is(err, ErrExceedsLimit) {
+								t.Errorf("Acquire(%d): %v", n, err)
+							}
+							l2 := lim.TryAcquire(n)
+							if err := l2.Err(); err != nil && !errors.Is(err, ErrExceedsLimit) && !errors.Is(err, ErrLimited) {
+								t.Errorf("TryAcquire(%d): %v", n, err)
+							}
+							time.Sleep(time.Millisecond)
+							l.Release()
+							l2.Release()
+						}
+					})
+				}
+				wg.Wait()
+			})
+		})
+	}
+}
