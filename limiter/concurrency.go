@@ -97,9 +97,22 @@ func (c *Concurrency) ReleasePermits(n int) {
 		return
 	}
 	for {
-		a, lim := c.p.avail.Load(), c.p.limit.Load()
-		na := min(a+int64(n), max(lim, a))
-		if c.p.avail.CompareAndSwap(a, na) {
+		a := c.p.avail.Load()
+		if a+int64(n) > c.p.limit.Load() {
+			// An over-release, or a SetLimit between its two stores (capping
+			// then would lose permits for good): cap under the lock, where
+			// limit and avail agree.
+			c.mu.Lock()
+			for {
+				a, lim := c.p.avail.Load(), c.p.limit.Load()
+				if c.p.avail.CompareAndSwap(a, min(a+int64(n), max(lim, a))) {
+					break
+				}
+			}
+			c.mu.Unlock()
+			break
+		}
+		if c.p.avail.CompareAndSwap(a, a+int64(n)) {
 			break
 		}
 	}

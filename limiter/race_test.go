@@ -274,3 +274,39 @@ func TestSetLimitRacesAcquire(t *testing.T) {
 		})
 	}
 }
+
+// Releases racing SetLimit lose no permits: once every lease is back, the
+// whole limit is free. (Capping a release at a limit read between
+// SetLimit's two stores used to lose permits for good.) Releasing a lease
+// twice does not grow the semaphore beyond its limit.
+func TestConcurrencyReleaseRacesSetLimit(t *testing.T) {
+	c, _ := NewConcurrency(ConcurrencyOptions{Limit: 4})
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := range 100000 {
+			c.SetLimit(1 + i%4)
+		}
+		stop.Store(true)
+	})
+	for range 3 {
+		wg.Go(func() {
+			for !stop.Load() {
+				if l := c.TryAcquire(1); l.Granted() {
+					l.Release()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	c.SetLimit(4)
+	if c.InUse() != 0 || c.Stats().Available != 4 {
+		t.Fatalf("all released: InUse %d, Available %d; want 0 and 4", c.InUse(), c.Stats().Available)
+	}
+	l := c.TryAcquire(2)
+	l.Release()
+	l.Release()
+	if c.InUse() != 0 || c.Stats().Available != 4 {
+		t.Fatalf("after a double Release: InUse %d, Available %d; want 0 and 4", c.InUse(), c.Stats().Available)
+	}
+}
