@@ -147,3 +147,28 @@ func TestNewestFirstFailsEarlyOnDeadline(t *testing.T) {
 		}
 	})
 }
+
+func TestZeroPermitWaitersCountAgainstQueueLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, _ := NewConcurrency(ConcurrencyOptions{Limit: 1, Queue: QueueOptions{Limit: 2}})
+		held := l.TryAcquire(1)
+		errs := make(chan error, 3)
+		for range 3 {
+			go func() {
+				lease, err := l.Acquire(context.Background(), 0)
+				lease.Release()
+				errs <- err
+			}()
+		}
+		synctest.Wait()
+		if err := <-errs; !errors.Is(err, ErrQueueFull) {
+			t.Fatalf("third zero-permit waiter: %v, want ErrQueueFull", err)
+		}
+		held.Release()
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}

@@ -221,9 +221,9 @@ const (
 
 // QueueOptions configures how Acquire waits.
 type QueueOptions struct {
-	// Limit caps the permits waiting in the queue; an Acquire that would
-	// exceed it fails at once with ErrQueueFull (OldestFirst) or pushes out
-	// the oldest waiters (NewestFirst). Zero means no cap: Acquire waits until
+	// Limit caps the permits waiting in the queue (a zero-permit request
+	// counts as one); an Acquire that would exceed it fails at once with
+	// ErrQueueFull (OldestFirst) or pushes out the oldest waiters (NewestFirst). Zero means no cap: Acquire waits until
 	// its context ends. Negative is an error.
 	Limit int
 	// Order is the service order: OldestFirst (default) or NewestFirst.

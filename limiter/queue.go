@@ -65,6 +65,7 @@ type base struct {
 	head, tail *waiter // head is served next
 	nwait      int
 	queued     int64
+	qcost      int64 // what Queue.Limit caps: permits queued, a zero-permit waiter counting one
 	wakeAt     int64 // when the head could be served; -1 unknown
 	pokedHead  *waiter
 	pokedWake  int64
@@ -185,12 +186,12 @@ func (b *base) acquire(ctx context.Context, n int) (Lease, error) {
 			return b.reject(reasonQueueFull, 0), fmt.Errorf("%w: %d permits asked, queue holds at most %d", ErrQueueFull, n, lim)
 		}
 		if b.q.Order == OldestFirst {
-			if b.queued+int64(n) > lim {
+			if b.qcost+max(int64(n), 1) > lim {
 				b.mu.Unlock()
 				return b.reject(reasonQueueFull, 0), ErrQueueFull
 			}
 		} else {
-			for b.queued+int64(n) > lim {
+			for b.qcost+max(int64(n), 1) > lim {
 				b.fail(b.tail, ErrQueueFull)
 			}
 		}
@@ -230,6 +231,7 @@ func (b *base) push(w *waiter) {
 	}
 	b.nwait++
 	b.queued += int64(w.n)
+	b.qcost += max(int64(w.n), 1)
 	b.gate.Add(1)
 }
 
@@ -247,6 +249,7 @@ func (b *base) remove(w *waiter) {
 	w.prev, w.next = nil, nil
 	b.nwait--
 	b.queued -= int64(w.n)
+	b.qcost -= max(int64(w.n), 1)
 	b.gate.Add(-1)
 	if b.pokedHead == w {
 		b.pokedHead = nil
