@@ -321,10 +321,13 @@ const (
 	spinStuck
 )
 
-// spinUntil polls the clock until wake, yielding between polls. It gives up
-// when poked, when ctx ends, or when the clock stands still across many polls,
+// spinUntil polls the clock until wake, yielding between polls while the
+// wake is further than spinTight away and polling the clock alone after
+// that, so that the grant is late by about one clock read. It gives up when
+// poked, when ctx ends, or when the clock stands still across many polls,
 // as it does inside a testing/synctest bubble, where only a timer moves time.
 func (b *base) spinUntil(ctx context.Context, w *waiter, wake int64) int {
+	const spinTight = 20_000 // ns
 	last, still := b.now(), 0
 	for {
 		now := b.now()
@@ -345,7 +348,28 @@ func (b *base) spinUntil(ctx context.Context, w *waiter, wake int64) int {
 			return spinCanceled
 		default:
 		}
-		runtime.Gosched()
+		if wake-now > spinTight {
+			runtime.Gosched()
+			continue
+		}
+		// The last stretch: clock reads only, checking for a poke or a
+		// cancellation every 64 reads (a few microseconds).
+		for i := 0; ; i++ {
+			now := b.now()
+			if now >= wake {
+				return spinReached
+			}
+			if now == last {
+				if still++; still > 64 {
+					return spinStuck
+				}
+			} else {
+				last, still = now, 0
+			}
+			if i%64 == 63 {
+				break
+			}
+		}
 	}
 }
 
