@@ -172,3 +172,82 @@ func TestZeroPermitWaitersCountAgainstQueueLimit(t *testing.T) {
 		}
 	})
 }
+
+// A refused chain gives back what each kind of member took: the member's
+// state and counters are as before the attempt, and it grants as before.
+func TestChainRefundsEveryAlgorithm(t *testing.T) {
+	makers := map[string]func() Limiter{
+		"tokenbucket": func() Limiter {
+			l, _ := NewTokenBucket(TokenBucketOptions{Rate: Per(1, time.Second), Burst: 2})
+			return l
+		},
+		"leakybucket": func() Limiter {
+			l, _ := NewLeakyBucket(LeakyBucketOptions{Rate: Per(1, time.Second)})
+			return l
+		},
+		"fixedwindow": func() Limiter {
+			l, _ := NewFixedWindow(FixedWindowOptions{Limit: 2, Window: time.Second})
+			return l
+		},
+		"slidingwindow": func() Limiter {
+			l, _ := NewSlidingWindow(SlidingWindowOptions{Limit: 2, Window: time.Second, Segments: 4})
+			return l
+		},
+		"slidinglog": func() Limiter {
+			l, _ := NewSlidingLog(SlidingLogOptions{Limit: 2, Window: time.Second})
+			return l
+		},
+		"concurrency": func() Limiter {
+			l, _ := NewConcurrency(ConcurrencyOptions{Limit: 2})
+			return l
+		},
+	}
+	for name, mk := range makers {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				member := mk()
+				nested := Chain(member) // a chain of ours refunds through its members
+				for _, first := range []Limiter{member, nested} {
+					shut, _ := NewFixedWindow(FixedWindowOptions{Limit: 1, Window: time.Hour})
+					shut.TryAcquire(1)
+					before := member.(interface{ Stats() Stats }).Stats()
+					if l := Chain(first, shut).TryAcquire(1); l.Granted() {
+						t.Fatal("chain granted past an exhausted member")
+					}
+					after := member.(interface{ Stats() Stats }).Stats()
+					if after.Available != before.Available || after.Granted != before.Granted {
+						t.Fatalf("after a refused chain: %+v, before: %+v", after, before)
+					}
+				}
+				if l := member.TryAcquire(1); !l.Granted() {
+					t.Fatalf("member refuses after refunds: %v", l.Err())
+				}
+			})
+		})
+	}
+}
+
+// A refund that can no longer be exact is dropped: the bound wins over
+// conservation. A window that has ended since the take is not credited.
+func TestChainRefundAfterWindowEndsIsDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fw, _ := NewFixedWindow(FixedWindowOptions{Limit: 1, Window: time.Second})
+		if !fw.TryAcquire(1).Granted() {
+			t.Fatal("first grant refused")
+		}
+		time.Sleep(time.Second)
+		// elapsed reaches back into the previous window: no credit.
+		fw.refund(1, int64(time.Second))
+		if !fw.TryAcquire(1).Granted() || fw.TryAcquire(1).Granted() {
+			t.Fatal("the new window must hold exactly one permit")
+		}
+		tb, _ := NewTokenBucket(TokenBucketOptions{Rate: Per(1, time.Second), Burst: 1})
+		tb.TryAcquire(1)
+		time.Sleep(2 * time.Second)
+		tb.TryAcquire(1)
+		tb.refund(1, int64(2*time.Second)) // older than the permit's cost: dropped
+		if tb.TryAcquire(1).Granted() {
+			t.Fatal("a stale token-bucket refund was credited")
+		}
+	})
+}

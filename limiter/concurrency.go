@@ -121,7 +121,11 @@ func (c *Concurrency) ReleasePermits(n int) {
 	}
 }
 
-func (c *Concurrency) refund(n int, _ int64) { c.ReleasePermits(n) }
+// refund gives back a chain's untaken permits: they were never granted.
+func (c *Concurrency) refund(n int, _ int64) {
+	c.granted.Add(-1)
+	c.ReleasePermits(n)
+}
 
 // Limit returns the current limit.
 func (c *Concurrency) Limit() int { return int(c.p.limit.Load()) }

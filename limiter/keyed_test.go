@@ -197,3 +197,85 @@ func TestKeyedForIsALimiter(t *testing.T) {
 		}
 	})
 }
+
+// Full buckets are dropped when a shard would grow, and a dropped key is as
+// if new; busy keys are never dropped.
+func TestKeyedTokenBucketDropsFullBucketsOnGrowth(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		k, _ := NewKeyedTokenBucket[int](TokenBucketOptions{Rate: Per(1, time.Second), Burst: 2})
+		for i := range 5000 {
+			k.TryAcquire(i, 2) // empty every bucket
+		}
+		if k.Len() != 5000 {
+			t.Fatalf("Len = %d, want 5000", k.Len())
+		}
+		for i := range 5000 {
+			if k.TryAcquire(i, 1).Granted() {
+				t.Fatalf("key %d granted beyond its burst after growth", i)
+			}
+		}
+		time.Sleep(2 * time.Second) // every bucket is full again
+		for i := 5000; i < 10000; i++ {
+			k.TryAcquire(i, 2)
+		}
+		if n := k.Len(); n >= 10000 {
+			t.Fatalf("Len = %d: full buckets were not dropped as the tables grew", n)
+		}
+		for i := range 10000 {
+			want := i < 5000 // old keys are full (dropped or not); new ones empty
+			if got := k.TryAcquire(i, 2).Granted(); got != want {
+				t.Fatalf("key %d: granted=%v, want %v", i, got, want)
+			}
+		}
+	})
+}
+
+func TestKeyedSweepsIdleKeysAndCloses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		k, _ := NewKeyed(KeyedOptions[int]{New: func(int) (Limiter, error) {
+			return NewFixedWindow(FixedWindowOptions{Limit: 1, Window: time.Second})
+		}})
+		for i := range 1000 {
+			k.TryAcquire(i, 1)
+		}
+		time.Sleep(time.Second)
+		for i := 1000; i < 2000; i++ {
+			k.TryAcquire(i, 1)
+		}
+		if n := k.Len(); n >= 2000 {
+			t.Fatalf("Len = %d: inserting keys swept no idle ones", n)
+		}
+		waiting := make(chan error)
+		go func() { _, err := k.Acquire(context.Background(), 1500, 1); waiting <- err }()
+		synctest.Wait()
+		if err := k.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-waiting; !errors.Is(err, ErrClosed) {
+			t.Fatalf("waiter after Close: %v, want ErrClosed", err)
+		}
+		if l := k.TryAcquire(1, 1); !errors.Is(l.Err(), ErrClosed) {
+			t.Fatalf("TryAcquire after Close: %v", l.Err())
+		}
+	})
+}
+
+// Foreign limiters are evicted after IdleTimeout without a call.
+func TestKeyedIdleTimeoutForForeignLimiters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var log []string
+		k, _ := NewKeyed(KeyedOptions[string]{
+			New:         func(s string) (Limiter, error) { return recorder{s, &log}, nil },
+			IdleTimeout: time.Minute,
+		})
+		k.TryAcquire("a", 1)
+		time.Sleep(59 * time.Second)
+		if n := k.Prune(); n != 0 {
+			t.Fatalf("pruned %d before the timeout", n)
+		}
+		time.Sleep(time.Second)
+		if n := k.Prune(); n != 1 {
+			t.Fatalf("pruned %d at the timeout, want 1", n)
+		}
+	})
+}
