@@ -4,5 +4,5 @@ go 1.25
 
 require (
 	go.uber.org/goleak v1.3.0
-	pgregory.net/rapid v1.3.0 // indirect
+	pgregory.net/rapid v1.3.0
 )
