@@ -24,7 +24,7 @@ type Concurrency struct {
 }
 
 type concurrency struct {
-	avail atomic.Int64
+	avail *atomic.Int64 // the limiter's base.word, beside its counters
 	limit atomic.Int64
 }
 
@@ -38,6 +38,7 @@ func NewConcurrency(opts ConcurrencyOptions) (*Concurrency, error) {
 		return nil, err
 	}
 	c := &Concurrency{}
+	c.p.avail = &c.word
 	c.p.avail.Store(int64(opts.Limit))
 	c.p.limit.Store(int64(opts.Limit))
 	c.init(&c.p, c, opts.Queue)
@@ -96,29 +97,27 @@ func (c *Concurrency) ReleasePermits(n int) {
 	if n <= 0 {
 		return
 	}
-	for {
-		a := c.p.avail.Load()
-		if a+int64(n) > c.p.limit.Load() {
-			// An over-release, or a SetLimit between its two stores (capping
-			// then would lose permits for good): cap under the lock, where
-			// limit and avail agree.
-			c.mu.Lock()
-			for {
-				a, lim := c.p.avail.Load(), c.p.limit.Load()
-				if c.p.avail.CompareAndSwap(a, min(a+int64(n), max(lim, a))) {
-					break
-				}
-			}
-			c.mu.Unlock()
-			break
-		}
-		if c.p.avail.CompareAndSwap(a, a+int64(n)) {
-			break
-		}
+	if c.p.avail.Add(int64(n)) > c.p.limit.Load() {
+		c.capOverRelease()
 	}
 	if c.gate.Load()&(closedBit-1) != 0 {
 		c.kick()
 	}
+}
+
+// capOverRelease brings the free permits back down to Limit after an
+// over-release. It runs under the lock, where SetLimit's two stores are seen
+// together: free permits above a lowered limit that SetLimit has not yet
+// taken back are not an over-release, and capping them would lose permits.
+func (c *Concurrency) capOverRelease() {
+	c.mu.Lock()
+	for {
+		a, lim := c.p.avail.Load(), c.p.limit.Load()
+		if a <= lim || c.p.avail.CompareAndSwap(a, lim) {
+			break
+		}
+	}
+	c.mu.Unlock()
 }
 
 // refund gives back a chain's untaken permits: they were never granted.

@@ -20,7 +20,7 @@ import (
 // fast path reads tat before cfg, so a compare-and-swap that succeeds was
 // computed with the configuration that goes with the value it replaced.
 type gcra struct {
-	tat atomic.Int64
+	tat *atomic.Int64 // the limiter's base.word, beside its counters
 	cfg atomic.Pointer[gcraConfig]
 }
 

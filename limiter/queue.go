@@ -48,18 +48,26 @@ type waiter struct {
 }
 
 // base holds what every limiter shares: clock origin, queue, counters, Close.
+//
+// Its fields are laid out for the lock-free fast paths: what every call reads
+// but rarely changes comes first; then, on cache lines of their own, the
+// words every call writes (the algorithm's state word and the counters, so
+// that the line a compare-and-swap takes is the one the counter needs); then
+// what only the locked slow path touches.
 type base struct {
 	// gate is read by lock-free fast paths: zero when nobody waits and the
 	// limiter is open. Low bits count waiters; closedBit marks Close.
-	gate     atomic.Int32
-	_        [60]byte // keep the hot counters off the fast path's cache line
-	granted  atomic.Int64
-	rejected atomic.Int64
-
+	gate   atomic.Int32
 	origin time.Time
 	pol    policy
 	rel    Releaser // set on granted leases; nil for rate limiters
 	q      QueueOptions
+
+	_        [64]byte
+	word     atomic.Int64 // the lock-free state: GCRA's tat, Concurrency's free permits
+	granted  atomic.Int64
+	rejected atomic.Int64
+	_        [64]byte
 
 	mu         sync.Mutex
 	head, tail *waiter // head is served next

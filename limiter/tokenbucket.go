@@ -35,6 +35,7 @@ func NewTokenBucket(opts TokenBucketOptions) (*TokenBucket, error) {
 		return nil, err
 	}
 	t := &TokenBucket{}
+	t.g.tat = &t.word
 	t.g.cfg.Store(c)
 	t.init(&t.g, nil, opts.Queue)
 	return t, nil
@@ -132,6 +133,7 @@ func NewLeakyBucket(opts LeakyBucketOptions) (*LeakyBucket, error) {
 		return nil, err
 	}
 	l := &LeakyBucket{}
+	l.g.tat = &l.word
 	l.g.cfg.Store(c)
 	l.init(&l.g, nil, opts.Queue)
 	return l, nil
