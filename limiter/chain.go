@@ -145,19 +145,12 @@ func (c *chain) Acquire(ctx context.Context, n int) (Lease, error) {
 			return lease, fmt.Errorf("limiter: chain: %w", err)
 		}
 		if d := lease.RetryAfter(); d > 0 {
-			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+			if err := pastDeadline(ctx, d); err != nil {
 				lease.why = reasonDeadline
-				return lease, fmt.Errorf("limiter: chain: the wait of %v would end after the context deadline: %w", d, context.DeadlineExceeded)
+				return lease, fmt.Errorf("limiter: chain: %w", err)
 			}
-			if timer == nil {
-				timer = time.NewTimer(d)
-			} else {
-				timer.Reset(d)
-			}
-			select {
-			case <-timer.C:
-			case <-ctx.Done():
-				return ctxDenied(ctx.Err()), ctx.Err()
+			if err := sleep(ctx, &timer, d); err != nil {
+				return ctxDenied(err), err
 			}
 			continue
 		}

@@ -209,19 +209,12 @@ func (k *KeyedTokenBucket[K]) acquire(ctx context.Context, key K, n int) (Lease,
 			}
 			return l, err
 		}
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+		if err := pastDeadline(ctx, d); err != nil {
 			l.why = reasonDeadline
-			return l, fmt.Errorf("limiter: the wait of %v would end after the context deadline: %w", d, context.DeadlineExceeded)
+			return l, err
 		}
-		if timer == nil {
-			timer = time.NewTimer(d)
-		} else {
-			timer.Reset(d)
-		}
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			return ctxDenied(ctx.Err()), ctx.Err()
+		if err := sleep(ctx, &timer, d); err != nil {
+			return ctxDenied(err), err
 		}
 	}
 }

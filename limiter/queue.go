@@ -181,11 +181,9 @@ func (b *base) acquire(ctx context.Context, n int) (Lease, error) {
 				return b.grant(n), nil
 			}
 		}
-		if retry > 0 {
-			if dl, has := ctx.Deadline(); has && time.Until(dl) < time.Duration(retry) {
-				b.mu.Unlock()
-				return b.reject(reasonDeadline, retry), fmt.Errorf("limiter: the wait of %v would end after the context deadline: %w", time.Duration(retry), context.DeadlineExceeded)
-			}
+		if err := pastDeadline(ctx, time.Duration(retry)); err != nil {
+			b.mu.Unlock()
+			return b.reject(reasonDeadline, retry), err
 		}
 	}
 	if lim := int64(b.q.Limit); lim > 0 {
@@ -211,18 +209,43 @@ func (b *base) acquire(ctx context.Context, n int) (Lease, error) {
 	b.dispatch(now)
 	// A NewestFirst newcomer is the head at once: now its wait is known.
 	if !w.done && b.head == w && b.wakeAt > now {
-		if dl, has := ctx.Deadline(); has && time.Until(dl) < time.Duration(b.wakeAt-now) {
+		if err := pastDeadline(ctx, time.Duration(b.wakeAt-now)); err != nil {
 			retry := b.wakeAt - now
 			b.remove(w)
 			if b.head != nil {
 				b.dispatch(now)
 			}
 			b.mu.Unlock()
-			return b.reject(reasonDeadline, retry), fmt.Errorf("limiter: the wait of %v would end after the context deadline: %w", time.Duration(retry), context.DeadlineExceeded)
+			return b.reject(reasonDeadline, retry), err
 		}
 	}
 	b.mu.Unlock()
 	return b.wait(ctx, w)
+}
+
+// pastDeadline returns an error wrapping context.DeadlineExceeded when a
+// wait of d would end after ctx's deadline, and nil otherwise.
+func pastDeadline(ctx context.Context, d time.Duration) error {
+	if dl, ok := ctx.Deadline(); ok && d > 0 && time.Until(dl) < d {
+		return fmt.Errorf("limiter: the wait of %v would end after the context deadline: %w", d, context.DeadlineExceeded)
+	}
+	return nil
+}
+
+// sleep waits d on *t (made on first use, reset after), or until ctx ends,
+// whose error it then returns.
+func sleep(ctx context.Context, t **time.Timer, d time.Duration) error {
+	if *t == nil {
+		*t = time.NewTimer(d)
+	} else {
+		(*t).Reset(d)
+	}
+	select {
+	case <-(*t).C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (b *base) push(w *waiter) {
@@ -337,7 +360,7 @@ const (
 func (b *base) spinUntil(ctx context.Context, w *waiter, wake int64) int {
 	const spinTight = 20_000 // ns
 	last, still := b.now(), 0
-	for {
+	for i := 0; ; i++ {
 		now := b.now()
 		if now >= wake {
 			return spinReached
@@ -349,34 +372,18 @@ func (b *base) spinUntil(ctx context.Context, w *waiter, wake int64) int {
 		} else {
 			last, still = now, 0
 		}
-		select {
-		case <-w.ready:
-			return spinPoked
-		case <-ctx.Done():
-			return spinCanceled
-		default:
+		far := wake-now > spinTight
+		if far || i%64 == 0 {
+			select {
+			case <-w.ready:
+				return spinPoked
+			case <-ctx.Done():
+				return spinCanceled
+			default:
+			}
 		}
-		if wake-now > spinTight {
+		if far {
 			runtime.Gosched()
-			continue
-		}
-		// The last stretch: clock reads only, checking for a poke or a
-		// cancellation every 64 reads (a few microseconds).
-		for i := 0; ; i++ {
-			now := b.now()
-			if now >= wake {
-				return spinReached
-			}
-			if now == last {
-				if still++; still > 64 {
-					return spinStuck
-				}
-			} else {
-				last, still = now, 0
-			}
-			if i%64 == 63 {
-				break
-			}
 		}
 	}
 }
