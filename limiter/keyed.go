@@ -198,16 +198,23 @@ func (k *Keyed[K]) Prune() int {
 // For returns the Limiter of one key: its TryAcquire and Acquire are those
 // of k with key (so eviction stays safe), and it can be handed to anything
 // that takes a Limiter: a pool per host, a pipe per tenant.
-func (k *Keyed[K]) For(key K) Limiter { return keyedFor[K]{k, key} }
+func (k *Keyed[K]) For(key K) Limiter { return forKey[K]{k, key} }
 
-type keyedFor[K comparable] struct {
-	k   *Keyed[K]
+// keyedSet is what For needs of a keyed limiter.
+type keyedSet[K comparable] interface {
+	TryAcquire(key K, n int) Lease
+	Acquire(ctx context.Context, key K, n int) (Lease, error)
+}
+
+// forKey is one key of a keyed limiter, as a Limiter.
+type forKey[K comparable] struct {
+	set keyedSet[K]
 	key K
 }
 
-func (f keyedFor[K]) TryAcquire(n int) Lease { return f.k.TryAcquire(f.key, n) }
-func (f keyedFor[K]) Acquire(ctx context.Context, n int) (Lease, error) {
-	return f.k.Acquire(ctx, f.key, n)
+func (f forKey[K]) TryAcquire(n int) Lease { return f.set.TryAcquire(f.key, n) }
+func (f forKey[K]) Acquire(ctx context.Context, n int) (Lease, error) {
+	return f.set.Acquire(ctx, f.key, n)
 }
 
 // Stats sums the Stats of every key's limiter that has a Stats method

@@ -269,17 +269,7 @@ func (k *KeyedTokenBucket[K]) Stats() Stats {
 
 // For returns the Limiter of one key: its TryAcquire and Acquire are those
 // of k with key, so it can be handed to anything that takes a Limiter.
-func (k *KeyedTokenBucket[K]) For(key K) Limiter { return keyedBucketFor[K]{k, key} }
-
-type keyedBucketFor[K comparable] struct {
-	k   *KeyedTokenBucket[K]
-	key K
-}
-
-func (f keyedBucketFor[K]) TryAcquire(n int) Lease { return f.k.TryAcquire(f.key, n) }
-func (f keyedBucketFor[K]) Acquire(ctx context.Context, n int) (Lease, error) {
-	return f.k.Acquire(ctx, f.key, n)
-}
+func (k *KeyedTokenBucket[K]) For(key K) Limiter { return forKey[K]{k, key} }
 
 // Close makes later calls fail with ErrClosed. It returns nil.
 func (k *KeyedTokenBucket[K]) Close() error {

@@ -207,18 +207,6 @@ func (b *base) acquire(ctx context.Context, n int) (Lease, error) {
 	w := &waiter{n: n, ready: make(chan struct{}, 1)}
 	b.push(w)
 	b.dispatch(now)
-	// A NewestFirst newcomer is the head at once: now its wait is known.
-	if !w.done && b.head == w && b.wakeAt > now {
-		if err := pastDeadline(ctx, time.Duration(b.wakeAt-now)); err != nil {
-			retry := b.wakeAt - now
-			b.remove(w)
-			if b.head != nil {
-				b.dispatch(now)
-			}
-			b.mu.Unlock()
-			return b.reject(reasonDeadline, retry), err
-		}
-	}
 	b.mu.Unlock()
 	return b.wait(ctx, w)
 }
