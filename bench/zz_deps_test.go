@@ -1,0 +1,10 @@
+package bench
+
+// Peers that the channel, pipe and pool benchmarks compare with. Imported
+// here so their go.mod entries exist before those benchmarks land; remove
+// this file once each is imported by a benchmark.
+import (
+	_ "github.com/alitto/pond/v2"
+	_ "github.com/juju/ratelimit"
+	_ "github.com/sourcegraph/conc/pool"
+)
