@@ -1,0 +1,89 @@
+package iter
+
+import (
+	"context"
+	"fmt"
+	stditer "iter"
+
+	"github.com/rategate/rategate/limiter"
+)
+
+// Batch returns a sequence that gathers the values of seq, in order, into
+// slices of k values (the last one may be shorter) and yields each slice
+// only once lim has granted it one permit per value in it. A loop that
+// writes records in batches so keeps to a per-record rate; pair it with a
+// limiter that refills in small steps to smooth bursts: a token bucket of
+// Rate 100/s and Burst 20 with k = 20 releases 20 records every 200 ms
+// rather than 100 at once each second.
+//
+// Each slice is newly allocated and belongs to the loop body. The lease of
+// a slice is held while the body runs on it (see [Limit]). k must not exceed
+// what lim can grant at once (a token bucket's Burst, a window's Limit):
+// otherwise the loop ends at the first slice with [limiter.ErrExceedsLimit].
+//
+// The loop ends as a [Limit] loop does; values gathered into a slice that
+// is not yielded (ctx ended, lim refused) are dropped. When ctx ends while
+// a slice is being gathered, the loop ends at the next value, without
+// pulling more from seq. Use
+// [BatchErr] to learn why the loop ended. A k below 1 or a nil seq yields
+// nothing.
+func Batch[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limiter, k int) stditer.Seq[[]V] {
+	s, _ := BatchErr(ctx, seq, lim, k)
+	return s
+}
+
+// BatchErr is [Batch], and also returns a function that reports why the last
+// loop ended, as [LimitErr] does; a refusal names the position of the
+// slice's first value. For a k below 1 or a nil seq it reports [ErrInvalid].
+func BatchErr[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limiter, k int) (stditer.Seq[[]V], func() error) {
+	var last error
+	errf := func() error { return last }
+	switch {
+	case seq == nil:
+		return empty[[]V](&last, fmt.Errorf("%w: nil sequence", ErrInvalid)), errf
+	case k < 1:
+		return empty[[]V](&last, fmt.Errorf("%w: batch size %d, must be at least 1", ErrInvalid, k)), errf
+	}
+	return func(yield func([]V) bool) {
+		g := newGate(ctx, lim)
+		defer g.finish(&last)
+		// The first slice's capacity is k, unless k is so large that seq
+		// may well hold fewer values (append grows it then); once a slice
+		// has filled, the next ones are made to hold k.
+		size := min(k, 1024)
+		var buf []V
+		flush := func() bool {
+			b := buf
+			buf = nil
+			if !g.enter(len(b)) {
+				return false
+			}
+			ok := yield(b)
+			g.leave(len(b))
+			return ok
+		}
+		ended := false // the loop ended before seq did
+		seq(func(v V) bool {
+			if g.stopped() {
+				ended = true
+				return false
+			}
+			if buf == nil {
+				buf = make([]V, 0, size)
+			}
+			buf = append(buf, v)
+			if len(buf) < k {
+				return true
+			}
+			size = k
+			if !flush() {
+				ended = true
+				return false
+			}
+			return true
+		})
+		if !ended && len(buf) > 0 {
+			flush()
+		}
+	}, errf
+}

@@ -1,0 +1,63 @@
+package iter
+
+import (
+	"context"
+	"fmt"
+	stditer "iter"
+
+	"github.com/rategate/rategate/limiter"
+)
+
+// Weighted returns a sequence that yields the values of seq in order, each
+// one only once lim has granted it cost(v) permits: a loop can so respect
+// "20,000 request units per second" over items that cost different amounts,
+// or, with a limiter whose permits are bytes, a byte rate.
+//
+// cost is called once per value, before its permits are asked for. A value
+// of cost 0 takes no permits but, as limiter.Acquire(ctx, 0) does, waits
+// until at least one permit could be granted. A negative cost ends the loop
+// with [limiter.ErrInvalidCount], and a cost above what lim can grant at
+// once (a token bucket's Burst, a window's Limit) ends it with
+// [limiter.ErrExceedsLimit], at that value: neither is ever yielded. With a
+// [limiter.Concurrency], the value's cost is held while the body runs on it,
+// so loops sharing the limiter keep the total cost in progress under its
+// Limit.
+//
+// The loop ends as a [Limit] loop does; use [WeightedErr] to learn why.
+// A nil cost or seq yields nothing.
+func Weighted[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limiter, cost func(V) int) stditer.Seq[V] {
+	s, _ := WeightedErr(ctx, seq, lim, cost)
+	return s
+}
+
+// WeightedErr is [Weighted], and also returns a function that reports why
+// the last loop ended, as [LimitErr] does; a refusal names the value's
+// position and cost. For a nil cost or seq it reports [ErrInvalid].
+func WeightedErr[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limiter, cost func(V) int) (stditer.Seq[V], func() error) {
+	var last error
+	errf := func() error { return last }
+	switch {
+	case seq == nil:
+		return empty[V](&last, fmt.Errorf("%w: nil sequence", ErrInvalid)), errf
+	case cost == nil:
+		return empty[V](&last, fmt.Errorf("%w: nil cost function", ErrInvalid)), errf
+	}
+	return func(yield func(V) bool) {
+		g := newGate(ctx, lim)
+		defer g.finish(&last)
+		seq(func(v V) bool {
+			n := cost(v)
+			if n < 0 {
+				// Checked here, so that a nil (unlimited) lim refuses it too.
+				g.refused(n, limiter.ErrInvalidCount)
+				return false
+			}
+			if !g.enter(n) {
+				return false
+			}
+			ok := yield(v)
+			g.leave(1)
+			return ok
+		})
+	}, errf
+}
