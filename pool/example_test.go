@@ -1,0 +1,68 @@
+package pool_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/rategate/rategate/limiter"
+	"github.com/rategate/rategate/pool"
+)
+
+// At most 4 tasks run at once, and each start passes a token bucket of 1000
+// a second (burst 10).
+func Example() {
+	lim, err := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(1000, time.Second), Burst: 10})
+	if err != nil {
+		panic(err)
+	}
+	p, err := pool.New(pool.Options{Workers: 4, Limiter: lim})
+	if err != nil {
+		panic(err)
+	}
+	var sum atomic.Int64
+	for i := 1; i <= 20; i++ {
+		if err := p.Go(func(ctx context.Context) error {
+			sum.Add(int64(i))
+			return nil
+		}); err != nil {
+			panic(err)
+		}
+	}
+	if err := p.Wait(); err != nil {
+		panic(err)
+	}
+	fmt.Println("sum:", sum.Load())
+	// Output: sum: 210
+}
+
+// Wait joins the tasks' errors; a panic comes back as a *PanicError.
+func ExamplePool_Wait() {
+	p, _ := pool.New(pool.Options{Workers: 2, FirstError: false})
+	p.Go(func(ctx context.Context) error { return fmt.Errorf("task 1 failed") })
+	p.Go(func(ctx context.Context) error { panic("task 2 panicked") })
+	err := p.Wait()
+	lines := strings.Split(err.Error(), "\n")
+	slices.Sort(lines)
+	fmt.Println(slices.Contains(lines, "task 1 failed"), slices.Contains(lines, "pool: task panicked: task 2 panicked"))
+	fmt.Println(p.Go(func(ctx context.Context) error { return nil }))
+	// Output:
+	// true true
+	// pool: closed (Wait or Close was called): limiter: closed
+}
+
+// Map squares numbers on 3 workers and yields the results in input order.
+func ExampleMap() {
+	square := func(ctx context.Context, n int) (int, error) { return n * n, nil }
+	for r, err := range pool.Map(context.Background(), slices.Values([]int{1, 2, 3, 4, 5}), square, pool.MapOptions{Workers: 3}) {
+		if err != nil {
+			panic(err)
+		}
+		fmt.Print(r, " ")
+	}
+	fmt.Println()
+	// Output: 1 4 9 16 25
+}

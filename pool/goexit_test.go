@@ -1,0 +1,5 @@
+package pool_test
+
+import "runtime"
+
+func runtimeGoexit() { runtime.Goexit() }

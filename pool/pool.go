@@ -1,0 +1,567 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+
+	"github.com/rategate/rategate/limiter"
+)
+
+var (
+	// ErrClosed: the pool no longer takes tasks, because Wait or Close was
+	// called. It wraps limiter.ErrClosed, so errors.Is(err, limiter.ErrClosed)
+	// holds too.
+	ErrClosed = fmt.Errorf("pool: closed (Wait or Close was called): %w", limiter.ErrClosed)
+	// ErrBusy: TryGo found every worker busy. It wraps limiter.ErrLimited.
+	ErrBusy = fmt.Errorf("pool: every worker is busy: %w", limiter.ErrLimited)
+	// ErrNoPerKey: GoKey or TryGoKey was called on a pool without
+	// Options.PerKey, or PerKey returned nil for the key.
+	ErrNoPerKey = errors.New("pool: no per-key limiter (Options.PerKey is nil or returned nil)")
+	// ErrInvalidOptions: New was given invalid Options; the message names
+	// the field.
+	ErrInvalidOptions = errors.New("pool: invalid options")
+	// ErrGoexit: a task called runtime.Goexit (t.FailNow, for one) instead
+	// of returning. The pool reports it as the task's error.
+	ErrGoexit = errors.New("pool: task called runtime.Goexit")
+)
+
+// Options configures New.
+type Options struct {
+	// Workers is the most tasks running at once. It must be at least 1.
+	Workers int
+	// Limiter, when not nil, must grant one permit before each task starts.
+	// A lease it grants is released when the task returns, so a
+	// limiter.Concurrency shared by several pools bounds them together.
+	Limiter limiter.Limiter
+	// PerKey returns the limiter of a key (a host, a tenant) for GoKey and
+	// TryGoKey: a task submitted with a key starts only when Limiter and
+	// PerKey(key) both grant, at the same instant (limiter.Chain).
+	// (*limiter.Keyed[string]).For and (*limiter.KeyedTokenBucket[string]).For
+	// fit it.
+	PerKey func(key string) limiter.Limiter
+	// Context is the parent of the context the tasks get; nil means
+	// context.Background. When it ends, the tasks' context ends too and
+	// later Go calls fail with its error.
+	Context context.Context
+	// CancelOnError cancels the tasks' context when a task first returns an
+	// error (or panics), as golang.org/x/sync/errgroup does. Tasks already
+	// submitted still run, with a cancelled context.
+	CancelOnError bool
+	// FirstError makes Wait return only the first error a task returned.
+	// By default Wait returns errors.Join of all of them, in the order the
+	// tasks returned.
+	FirstError bool
+}
+
+// PanicError is the error of a task that panicked: the pool recovers the
+// panic, so the process does not crash and Wait still returns.
+type PanicError struct {
+	// Value is what the task passed to panic.
+	Value any
+	// Stack is the panicking goroutine's stack, as runtime/debug.Stack
+	// formats it.
+	Stack []byte
+}
+
+// Error returns the panic value followed by the stack.
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("pool: task panicked: %v\n\n%s", e.Value, e.Stack)
+}
+
+// Unwrap returns the panic value if it is an error, so errors.Is and
+// errors.As see through a panic(err).
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
+
+// Pool runs tasks on at most Options.Workers goroutines at once; each
+// task's start passes Options.Limiter (and the key's limiter for GoKey).
+// Make it with New, submit with Go, GoContext, GoKey or TryGo, and end it
+// with Wait or Close. Its methods are safe for concurrent use.
+type Pool struct {
+	workers       int64
+	lim           limiter.Limiter
+	perKey        func(string) limiter.Limiter
+	cancelOnError bool
+	firstError    bool
+
+	life      context.Context // ends on Close or when Options.Context ends
+	endLife   context.CancelCauseFunc
+	tasksCtx  context.Context // the tasks' context: life, also ended by the first error or Wait
+	endTasks  context.CancelCauseFunc
+	closedErr atomic.Bool // Close was called
+
+	// state packs three counters in one word, so that a task costs one
+	// atomic operation to submit and one to finish: the worker slots
+	// reserved (tasks handed over or running, and Go calls passing the
+	// limiter) in the low bits, the pending Go calls and unfinished tasks
+	// above them, and closedBit, set by Wait and Close.
+	state   atomic.Int64
+	spawned atomic.Int64 // worker goroutines started
+	waiters atomic.Int64 // Go calls parked for a slot
+	wake    chan struct{}
+	jobs    chan job
+	workWG  sync.WaitGroup
+
+	idle     chan struct{} // closed once closed and nothing pending
+	idleOnce sync.Once
+
+	mu     sync.Mutex
+	errs   []error
+	result error
+	waited bool
+}
+
+const (
+	activeMask = 1<<24 - 1
+	pendingOne = 1 << 24
+	closedBit  = 1 << 62
+	// MaxWorkers is the largest Options.Workers.
+	MaxWorkers = activeMask
+)
+
+type job struct {
+	fn    func(context.Context) error
+	lease limiter.Lease
+}
+
+// New returns a Pool, or an error if Options.Workers is less than 1.
+// Worker goroutines start as tasks need them, up to Workers; Wait or Close
+// ends them.
+func New(opts Options) (*Pool, error) {
+	if opts.Workers < 1 || opts.Workers > MaxWorkers {
+		return nil, fmt.Errorf("%w: Workers is %d, must be from 1 to %d", ErrInvalidOptions, opts.Workers, MaxWorkers)
+	}
+	parent := opts.Context
+	if parent == nil {
+		parent = context.Background()
+	}
+	p := &Pool{
+		workers:       int64(opts.Workers),
+		lim:           opts.Limiter,
+		perKey:        opts.PerKey,
+		cancelOnError: opts.CancelOnError,
+		firstError:    opts.FirstError,
+		wake:          make(chan struct{}, 1),
+		jobs:          make(chan job, opts.Workers),
+		idle:          make(chan struct{}),
+	}
+	p.life, p.endLife = context.WithCancelCause(parent)
+	p.tasksCtx, p.endTasks = context.WithCancelCause(p.life)
+	return p, nil
+}
+
+// Go submits task and returns once it has started on a worker. It waits
+// until a worker is free and then until Options.Limiter grants a permit;
+// the task starts right after the grant. It returns an error, and the task
+// never runs, exactly when the task could not start: ErrClosed after Wait or
+// Close (also when Close ends the wait), the Options.Context's error when it
+// ends, or the limiter's error (say limiter.ErrExceedsLimit).
+//
+// Go never waits on its own for anything but the pool: a caller that wants
+// to give up waiting uses GoContext. Do not call Go from inside a task of the
+// same pool when every worker may be busy: it waits for a worker that only
+// its own return would free.
+func (p *Pool) Go(task func(ctx context.Context) error) error {
+	return p.submit(nil, p.lim, false, task)
+}
+
+// GoContext is Go with a context for the wait: when ctx ends before the task
+// could start, GoContext returns ctx's error (errors.Is(err, ctx.Err())) and
+// the task never runs. ctx only bounds the wait; the task gets the pool's
+// context.
+func (p *Pool) GoContext(ctx context.Context, task func(ctx context.Context) error) error {
+	return p.submit(ctx, p.lim, false, task)
+}
+
+// TryGo starts task only if a worker is free and Options.Limiter grants a
+// permit now; it never waits. It returns nil when the task started,
+// ErrBusy when every worker is busy, the lease's error (limiter.ErrLimited)
+// when the limiter refused, or ErrClosed.
+func (p *Pool) TryGo(task func(ctx context.Context) error) error {
+	return p.submit(nil, p.lim, true, task)
+}
+
+// GoKey is GoContext for a task with a key (a host, a tenant): the task
+// starts once a worker is free and Options.Limiter and Options.PerKey(key)
+// both grant a permit at the same instant. ctx may be nil, which is
+// Go's waiting. It fails with ErrNoPerKey if the pool has no PerKey.
+func (p *Pool) GoKey(ctx context.Context, key string, task func(ctx context.Context) error) error {
+	lim, err := p.keyLimiter(key)
+	if err != nil {
+		return err
+	}
+	return p.submit(ctx, lim, false, task)
+}
+
+// TryGoKey is TryGo for a task with a key; see GoKey.
+func (p *Pool) TryGoKey(key string, task func(ctx context.Context) error) error {
+	lim, err := p.keyLimiter(key)
+	if err != nil {
+		return err
+	}
+	return p.submit(nil, lim, true, task)
+}
+
+func (p *Pool) keyLimiter(key string) (limiter.Limiter, error) {
+	if p.perKey == nil {
+		return nil, ErrNoPerKey
+	}
+	kl := p.perKey(key)
+	if kl == nil {
+		return nil, fmt.Errorf("%w: key %q", ErrNoPerKey, key)
+	}
+	if p.lim == nil {
+		return kl, nil
+	}
+	return limiter.Chain(p.lim, kl), nil
+}
+
+// submit reserves a worker, passes lim, and hands task over. ctx == nil
+// waits on the pool's life alone.
+func (p *Pool) submit(ctx context.Context, lim limiter.Limiter, try bool, task func(context.Context) error) error {
+	if task == nil {
+		return errors.New("pool: nil task")
+	}
+	// Fast path: enter and reserve a slot in one compare-and-swap.
+	reserved := false
+	for {
+		s := p.state.Load()
+		if s&closedBit != 0 {
+			return ErrClosed
+		}
+		if s&activeMask >= p.workers {
+			if p.state.Add(pendingOne)&closedBit != 0 {
+				p.leave()
+				return ErrClosed
+			}
+			break
+		}
+		if p.state.CompareAndSwap(s, s+pendingOne+1) {
+			p.spawn(s & activeMask)
+			reserved = true
+			break
+		}
+	}
+	if err := p.submitEntered(ctx, lim, try, reserved, task); err != nil {
+		p.leave()
+		return err
+	}
+	return nil
+}
+
+func (p *Pool) submitEntered(ctx context.Context, lim limiter.Limiter, try, reserved bool, task func(context.Context) error) error {
+	if p.life.Err() != nil {
+		if reserved {
+			p.unreserve()
+		}
+		return p.lifeErr()
+	}
+	if !reserved {
+		if try {
+			return ErrBusy
+		}
+		if err := p.waitSlot(ctx); err != nil {
+			return err
+		}
+	}
+	var lease limiter.Lease
+	if lim != nil {
+		var err error
+		if lease, err = p.pass(ctx, lim, try); err != nil {
+			p.unreserve()
+			return err
+		}
+	}
+	p.jobs <- job{fn: task, lease: lease} // never blocks: a reserved slot is a free place
+	return nil
+}
+
+// pass takes one permit from lim, waiting unless try.
+func (p *Pool) pass(ctx context.Context, lim limiter.Limiter, try bool) (limiter.Lease, error) {
+	if try || ctx != nil {
+		lease := lim.TryAcquire(1)
+		if lease.Granted() {
+			return lease, nil
+		}
+		if try {
+			return lease, lease.Err()
+		}
+		if !errors.Is(lease.Err(), limiter.ErrLimited) {
+			return lease, lease.Err()
+		}
+		// Wait on both ctx and the pool's life: this allocates, but only
+		// when the caller has to wait anyway.
+		wctx, cancel := context.WithCancelCause(ctx)
+		stop := context.AfterFunc(p.life, func() { cancel(p.lifeErr()) })
+		lease, err := lim.Acquire(wctx, 1)
+		stop()
+		cancel(nil)
+		if err != nil {
+			if ctx.Err() == nil && p.life.Err() != nil {
+				return lease, p.lifeErr()
+			}
+			return lease, err
+		}
+		return lease, nil
+	}
+	lease, err := lim.Acquire(p.life, 1)
+	if err != nil && p.life.Err() != nil {
+		return lease, p.lifeErr()
+	}
+	return lease, err
+}
+
+// lifeErr is why the pool's life ended: ErrClosed after Close, else the
+// Options.Context's cause.
+func (p *Pool) lifeErr() error {
+	if p.closedErr.Load() {
+		return ErrClosed
+	}
+	return context.Cause(p.life)
+}
+
+// reserve takes a worker slot if one is free, starting a worker goroutine
+// when the reserved slots outnumber them.
+func (p *Pool) reserve() bool {
+	for {
+		s := p.state.Load()
+		if s&activeMask >= p.workers {
+			return false
+		}
+		if p.state.CompareAndSwap(s, s+1) {
+			p.spawn(s & activeMask)
+			return true
+		}
+	}
+}
+
+// spawn makes sure a worker goroutine exists for the slot just reserved
+// above n others.
+func (p *Pool) spawn(n int64) {
+	for s := p.spawned.Load(); s <= n; s = p.spawned.Load() {
+		if p.spawned.CompareAndSwap(s, s+1) {
+			p.workWG.Add(1)
+			go p.worker()
+		}
+	}
+}
+
+// unreserve gives a slot back and wakes a parked Go.
+func (p *Pool) unreserve() {
+	p.state.Add(-1)
+	p.wakeWaiter()
+}
+
+// wakeWaiter wakes a Go call parked for a slot, if there is one.
+func (p *Pool) wakeWaiter() {
+	if p.waiters.Load() > 0 {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// spins is how many times waitSlot yields before it parks: with short tasks a
+// slot is usually free again within a few yields, and parking costs more.
+const spins = 64
+
+// waitSlot waits until reserve succeeds, ctx ends or the pool's life ends.
+func (p *Pool) waitSlot(ctx context.Context) error {
+	for i := range spins {
+		if p.reserve() {
+			return nil
+		}
+		if i%16 == 15 {
+			runtime.Gosched()
+		}
+	}
+	var done <-chan struct{}
+	if ctx != nil {
+		done = ctx.Done()
+	}
+	p.waiters.Add(1)
+	defer p.waiters.Add(-1)
+	for {
+		if p.reserve() {
+			// Pass the wake-up on: another waiter may fit too.
+			if p.state.Load()&activeMask < p.workers {
+				select {
+				case p.wake <- struct{}{}:
+				default:
+				}
+			}
+			return nil
+		}
+		select {
+		case <-p.wake:
+		case <-done:
+			return context.Cause(ctx)
+		case <-p.life.Done():
+			return p.lifeErr()
+		}
+	}
+}
+
+func (p *Pool) worker() {
+	defer p.workWG.Done()
+	for {
+		j, ok := p.next()
+		if !ok {
+			return
+		}
+		if !p.run(j) {
+			// The task called runtime.Goexit: this goroutine is ending,
+			// so run started a replacement.
+			return
+		}
+	}
+}
+
+// workerSpins is how many times an idle worker polls for a job, yielding
+// between polls, before it parks: a burst of short tasks then flows without
+// a park and a wake-up per task.
+const workerSpins = 64
+
+// next returns the next job, or false once the pool is finished.
+func (p *Pool) next() (job, bool) {
+	for i := range workerSpins {
+		select {
+		case j, ok := <-p.jobs:
+			return j, ok
+		default: // an empty channel is seen without taking its lock
+		}
+		if i%16 == 15 {
+			runtime.Gosched()
+		}
+	}
+	j, ok := <-p.jobs
+	return j, ok
+}
+
+// run runs one job and does its bookkeeping, also when the task panics or
+// calls runtime.Goexit. It reports whether the task returned or panicked.
+func (p *Pool) run(j job) (ok bool) {
+	normal := false
+	defer func() {
+		if normal {
+			return
+		}
+		var err error
+		{
+			if v := recover(); v != nil {
+				err, ok = &PanicError{Value: v, Stack: debug.Stack()}, true
+			} else {
+				err = ErrGoexit // Goexit cannot be stopped: replace this worker.
+				p.workWG.Add(1)
+				go p.worker()
+			}
+		}
+		p.done(j, err)
+	}()
+	err := j.fn(p.tasksCtx)
+	normal = true
+	p.done(j, err)
+	return true
+}
+
+// done finishes a job: releases its lease, records its error, frees its slot.
+// run calls it once, on its normal path or in its deferred function.
+func (p *Pool) done(j job, err error) {
+	j.lease.Release()
+	if err != nil {
+		p.record(err)
+	}
+	// Free the slot and leave in one operation.
+	if p.state.Add(-pendingOne-1) == closedBit {
+		p.finish()
+	}
+	p.wakeWaiter()
+}
+
+// record keeps a task's error and, with CancelOnError, ends the tasks'
+// context on the first one.
+func (p *Pool) record(err error) {
+	p.mu.Lock()
+	first := len(p.errs) == 0
+	if first || !p.firstError {
+		p.errs = append(p.errs, err)
+	}
+	p.mu.Unlock()
+	if first && p.cancelOnError {
+		p.endTasks(err)
+	}
+}
+
+// leave ends one pending Go call or task; the last one after Wait or Close
+// stops the workers.
+func (p *Pool) leave() {
+	if p.state.Add(-pendingOne) == closedBit {
+		p.finish()
+	}
+}
+
+// shut refuses new tasks from now on.
+func (p *Pool) shut() {
+	if p.state.Or(closedBit) == 0 {
+		p.finish()
+	}
+}
+
+// finish runs once nothing is pending after shut: no Go call can send any
+// more, so the workers can stop.
+func (p *Pool) finish() {
+	p.idleOnce.Do(func() {
+		close(p.jobs)
+		close(p.idle)
+	})
+}
+
+// Wait refuses new tasks (later Go calls fail with ErrClosed), waits until
+// every submitted task has returned and every Go call in progress has
+// started its task or failed, stops the workers, ends the tasks' context,
+// and returns the tasks' errors: errors.Join of all of them in the order
+// they returned, or only the first with Options.FirstError; nil if every
+// task returned nil. A panic is a *PanicError. Errors of Go calls are not
+// included: Go returned them. Wait may be called any number of times, also
+// concurrently and after Close; each returns the same.
+func (p *Pool) Wait() error {
+	p.shut()
+	<-p.idle
+	p.workWG.Wait()
+	p.endTasks(context.Canceled)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.waited {
+		p.waited = true
+		if p.firstError {
+			if len(p.errs) > 0 {
+				p.result = p.errs[0]
+			}
+		} else {
+			p.result = errors.Join(p.errs...)
+		}
+	}
+	return p.result
+}
+
+// Close refuses new tasks, fails the Go calls still waiting with ErrClosed,
+// ends the tasks' context (context.Cause is ErrClosed), and waits for the
+// running tasks to return and the workers to stop. It returns nil; call
+// Wait afterwards for the tasks' errors. Close may be called any number of
+// times.
+func (p *Pool) Close() error {
+	p.closedErr.Store(true)
+	p.endLife(ErrClosed)
+	p.shut()
+	<-p.idle
+	p.workWG.Wait()
+	return nil
+}
