@@ -4,7 +4,5 @@ package bench
 // here so their go.mod entries exist before those benchmarks land; remove
 // this file once each is imported by a benchmark.
 import (
-	_ "github.com/alitto/pond/v2"
 	_ "github.com/juju/ratelimit"
-	_ "github.com/sourcegraph/conc/pool"
 )

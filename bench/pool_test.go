@@ -1,0 +1,66 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/alitto/pond/v2"
+	"github.com/rategate/rategate/pool"
+	concpool "github.com/sourcegraph/conc/pool"
+	"golang.org/x/sync/errgroup"
+)
+
+// BenchmarkPool is the cost of one trivial task (a function that returns at
+// once) submitted to a pool of 2 or 64 workers, from one goroutine:
+// rategate's pool.Go, errgroup.Group.Go with SetLimit, pond/v2's Pool.Go and
+// sourcegraph/conc's pool.Go. ns/op is the submitting loop's time per task;
+// ns/task also counts the final Wait, so a pool that queues without bound
+// (pond) pays for the backlog it left. pool-limited adds a token bucket that
+// always grants (the limiter's fast path on every start).
+func BenchmarkPool(b *testing.B) {
+	for _, workers := range []int{2, 64} {
+		b.Run(fmt.Sprintf("impl=rategate/workers=%d", workers), func(b *testing.B) {
+			p := must(pool.New(pool.Options{Workers: workers}))
+			runPool(b, func() { p.Go(nopTask) }, func() { p.Wait() })
+		})
+		b.Run(fmt.Sprintf("impl=rategate-limited/workers=%d", workers), func(b *testing.B) {
+			p := must(pool.New(pool.Options{Workers: workers, Limiter: admitTokenBucket()}))
+			runPool(b, func() { p.Go(nopTask) }, func() { p.Wait() })
+		})
+		b.Run(fmt.Sprintf("impl=errgroup/workers=%d", workers), func(b *testing.B) {
+			var g errgroup.Group
+			g.SetLimit(workers)
+			runPool(b, func() { g.Go(nopErr) }, func() { g.Wait() })
+		})
+		b.Run(fmt.Sprintf("impl=pond/workers=%d", workers), func(b *testing.B) {
+			p := pond.NewPool(workers)
+			runPool(b, func() { p.Go(nop) }, p.StopAndWait)
+		})
+		b.Run(fmt.Sprintf("impl=conc/workers=%d", workers), func(b *testing.B) {
+			p := concpool.New().WithMaxGoroutines(workers)
+			runPool(b, func() { p.Go(nop) }, p.Wait)
+		})
+	}
+}
+
+var (
+	nopTask = func(context.Context) error { return nil }
+	nopErr  = func() error { return nil }
+	nop     = func() {}
+)
+
+// runPool times submit per b.Loop iteration (ns/op) and, including wait,
+// per task (ns/task).
+func runPool(b *testing.B, submit, wait func()) {
+	b.ReportAllocs()
+	n := 0
+	start := time.Now()
+	for b.Loop() {
+		submit()
+		n++
+	}
+	wait()
+	b.ReportMetric(float64(time.Since(start).Nanoseconds())/float64(n), "ns/task")
+}
