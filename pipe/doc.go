@@ -1,0 +1,62 @@
+// Package pipe shapes byte streams: its Reader, Writer and Conn move bytes
+// no faster than a limiter.Limiter grants them, one permit per byte.
+//
+// # The model
+//
+// A stream asks its limiter for permits before it hands bytes on, so the
+// bytes a Reader's Read returns (or a Writer passes to its writer) in any
+// interval never exceed what the limiter granted in it. With a
+// limiter.TokenBucket of rate R and burst B, that is at most B + R·t bytes in
+// every interval of length t, and, as long as the reader of the stream keeps
+// up, at least 99% of R over time. One limiter may shape many streams at
+// once: they share its rate. limiter.Chain combines a per-stream limit with
+// a shared total.
+//
+// A Reader reads first and asks for permits afterwards, for the bytes it
+// actually read: a short read costs only what it returned, and nothing
+// needs giving back (a rate limiter cannot take permits back). A Writer
+// asks for the permits of a piece before writing it.
+//
+// # Pieces
+//
+// A limiter grants at most its burst at once, so large reads and writes are
+// cut into pieces (a Read may return fewer bytes than asked for; a Write
+// writes all of p, piece by piece). A piece is at most half the limiter's
+// burst, and at most what its rate refills in 100 ms, or Options.Chunk. Half
+// a burst leaves the other half to absorb a waiter that wakes late: a token
+// bucket keeps filling while a timer is late, so the next piece finds its
+// permits already there and the late instant is not lost. A rate change
+// (TokenBucket.SetRate) applies from the piece after the one waiting.
+//
+// The burst is learned from the limiter's Burst method (TokenBucket) or
+// Limit method (the windows); a limiter that tells neither (a limiter.Chain,
+// Keyed.For) teaches the stream its size when it refuses a piece with
+// limiter.ErrExceedsLimit, or is told by Options.Chunk.
+//
+// # Waiting
+//
+// Timers on Linux wake up to a millisecond late. A bucket whose half burst
+// refills in more than 2 ms absorbs that; a smaller one (32 KiB at
+// 100 MB/s refills in 330 µs) would lose most of its rate to late timers, so
+// the stream sleeps only until shortly before its permits are due and polls
+// the limiter for the rest, which keeps one core busy while it waits
+// (Options.Spin tunes or disables this). Waits use the limiter's TryAcquire
+// and one reusable timer per stream, so a Read or Write allocates nothing;
+// a stream whose permits were taken by others meanwhile, or whose limiter
+// cannot tell when permits will come, waits in the limiter's queue with
+// Acquire instead.
+//
+// # Cancellation
+//
+// Options.Context ends a Reader's or Writer's waits; Close ends them too and
+// closes the underlying stream. A Conn honours its deadlines in its waits as
+// net.Conn does: a call still waiting at its deadline returns
+// os.ErrDeadlineExceeded. A Read whose wait fails keeps the bytes it had
+// read and delivers them on the next Read, so no byte is lost or repeated.
+//
+// # Progress
+//
+// A Monitor counts the bytes a stream delivers (Options.Monitor) and
+// reports bytes so far, current and average rate, and the time left for a
+// known total: enough for a progress line.
+package pipe

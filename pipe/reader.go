@@ -1,0 +1,221 @@
+package pipe
+
+import (
+	"io"
+
+	"github.com/rategate/rategate/limiter"
+)
+
+// Reader is an io.Reader whose Read returns bytes no faster than its
+// limiter grants them: one permit per byte. It also implements io.WriterTo
+// and io.Closer. A Reader is not safe for concurrent Reads (no io.Reader
+// is), but Close may be called while a Read waits.
+type Reader struct {
+	src io.Reader
+	s   shaper
+
+	pend    []byte // read from src but not yet delivered: a wait for their permits failed
+	pendBuf []byte
+	pendErr error // src's error that came with pend
+	buf     []byte
+	sw      shapedWriter
+}
+
+// NewReader returns a Reader that reads from r no faster than lim allows,
+// with the default Options. A nil r or lim makes every call fail with
+// ErrNilStream or ErrNilLimiter.
+func NewReader(r io.Reader, lim limiter.Limiter) *Reader {
+	rd := &Reader{src: r}
+	rd.s.init(nil, lim, nil, Options{})
+	if r == nil && rd.s.bad == nil {
+		rd.s.bad = ErrNilStream
+	}
+	return rd
+}
+
+// NewReaderOptions is NewReader with Options. It returns ErrNilLimiter,
+// ErrNilStream or a *limiter.OptionError for invalid arguments.
+func NewReaderOptions(r io.Reader, lim limiter.Limiter, opts Options) (*Reader, error) {
+	if err := opts.validate(lim); err != nil {
+		return nil, err
+	}
+	if r == nil {
+		return nil, ErrNilStream
+	}
+	rd := &Reader{src: r}
+	rd.s.init(opts.Context, lim, nil, opts)
+	return rd, nil
+}
+
+// Read reads up to len(p) bytes (fewer when the limiter's burst is smaller)
+// from the underlying reader, then waits until the limiter grants as many
+// permits as bytes were read, and returns them. So the bytes Read returns
+// in any interval never exceed what the limiter granted in it, and a short
+// read never costs permits for bytes it did not return. The underlying
+// reader's error, io.EOF included, is returned as it is.
+//
+// When the wait fails (the context ended, the Reader was closed, the
+// limiter was closed), Read returns 0 and the error, and keeps the bytes
+// already read: a later Read delivers them first, so none is lost.
+func (r *Reader) Read(p []byte) (int, error) {
+	if err := r.s.check(); err != nil {
+		return 0, err
+	}
+	if len(r.pend) > 0 {
+		return r.readPending(p)
+	}
+	if r.pendErr != nil {
+		err := r.pendErr
+		r.pendErr = nil
+		return 0, err
+	}
+	if len(p) == 0 {
+		return r.src.Read(p)
+	}
+	n, err := r.src.Read(p[:min(len(p), r.s.chunkSize())])
+	if n <= 0 {
+		return n, err
+	}
+	got, werr := r.permit(n)
+	if got < n {
+		r.stash(p[got:n], err)
+		if got == 0 {
+			return 0, werr
+		}
+		return got, nil
+	}
+	return n, err
+}
+
+// permit acquires n permits, in pieces the limiter can grant, and returns
+// how many it got before an error. It counts them on the Monitor.
+func (r *Reader) permit(n int) (int, error) {
+	got := 0
+	for got < n {
+		l, k, err := r.s.take(n - got)
+		if err != nil {
+			r.s.mon.add(got)
+			return got, err
+		}
+		l.Release()
+		got += k
+	}
+	r.s.mon.add(got)
+	return got, nil
+}
+
+func (r *Reader) stash(b []byte, err error) {
+	r.pendBuf = append(r.pendBuf[:0], b...)
+	r.pend = r.pendBuf
+	r.pendErr = err
+}
+
+// readPending delivers bytes kept after a failed wait.
+func (r *Reader) readPending(p []byte) (int, error) {
+	n := min(len(p), len(r.pend), r.s.chunkSize())
+	if n == 0 {
+		return 0, nil
+	}
+	l, k, err := r.s.take(n)
+	if err != nil {
+		return 0, err
+	}
+	l.Release()
+	copy(p, r.pend[:k])
+	r.pend = r.pend[k:]
+	r.s.mon.add(k)
+	if len(r.pend) == 0 && r.pendErr != nil {
+		err, r.pendErr = r.pendErr, nil
+		return k, err
+	}
+	return k, nil
+}
+
+// WriteTo writes the Reader's bytes to w until EOF or an error, no faster
+// than the limiter allows; it implements io.WriterTo, so io.Copy uses it.
+// It keeps the fast paths where the limit allows: when the underlying
+// reader is an io.WriterTo (a bytes.Reader, a strings.Reader, …) it writes
+// through a shaped writer, which acquires the permits of each piece before
+// passing it to w; else when w is an io.ReaderFrom (a bytes.Buffer, …) it
+// lets w read from the Reader; else it copies through a buffer of one
+// chunk, allocated once per Reader. It returns nil at EOF, like io.Copy.
+func (r *Reader) WriteTo(w io.Writer) (int64, error) {
+	if err := r.s.check(); err != nil {
+		return 0, err
+	}
+	var total int64
+	for len(r.pend) > 0 {
+		l, k, err := r.s.take(min(len(r.pend), r.s.chunkSize()))
+		if err != nil {
+			return total, err
+		}
+		n, err := w.Write(r.pend[:k])
+		l.Release()
+		r.s.mon.add(n)
+		total += int64(n)
+		r.pend = r.pend[n:]
+		if err == nil && n < k {
+			err = io.ErrShortWrite
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+	if err := r.pendErr; err != nil {
+		r.pendErr = nil
+		if err == io.EOF {
+			err = nil
+		}
+		return total, err
+	}
+	if wt, ok := r.src.(io.WriterTo); ok {
+		r.sw = shapedWriter{dst: w, s: &r.s}
+		n, err := wt.WriteTo(&r.sw)
+		r.sw.dst = nil
+		return total + n, err
+	}
+	if rf, ok := w.(io.ReaderFrom); ok {
+		n, err := rf.ReadFrom(readerOnly{r})
+		return total + n, err
+	}
+	if r.buf == nil {
+		r.buf = make([]byte, min(r.s.chunkSize(), 32<<10))
+	}
+	for {
+		n, rerr := r.Read(r.buf)
+		if n > 0 {
+			m, werr := w.Write(r.buf[:n])
+			total += int64(m)
+			if werr == nil && m < n {
+				werr = io.ErrShortWrite
+			}
+			if werr != nil {
+				return total, werr
+			}
+		}
+		if rerr == io.EOF {
+			return total, nil
+		}
+		if rerr != nil {
+			return total, rerr
+		}
+	}
+}
+
+// Close closes the underlying reader if it is an io.Closer and returns its
+// error. A Read waiting for permits returns ErrClosed, and so does every
+// later call.
+func (r *Reader) Close() error {
+	r.s.close()
+	if c, ok := r.src.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// readerOnly hides a Reader's WriteTo from an io.ReaderFrom, which could
+// otherwise call it back.
+type readerOnly struct{ io.Reader }
+
+// writerOnly hides a Writer's ReadFrom from an io.WriterTo.
+type writerOnly struct{ io.Writer }

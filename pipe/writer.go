@@ -1,0 +1,179 @@
+package pipe
+
+import (
+	"io"
+
+	"github.com/rategate/rategate/limiter"
+)
+
+// Writer is an io.Writer that passes bytes to the underlying writer no
+// faster than its limiter grants them: one permit per byte, acquired before
+// the bytes are written. It also implements io.ReaderFrom and io.Closer.
+// A Writer is not safe for concurrent Writes, but Close may be called while
+// a Write waits.
+type Writer struct {
+	dst io.Writer
+	s   shaper
+	buf []byte
+	sr  shapedReader
+}
+
+// NewWriter returns a Writer that writes to w no faster than lim allows,
+// with the default Options. A nil w or lim makes every call fail with
+// ErrNilStream or ErrNilLimiter.
+func NewWriter(w io.Writer, lim limiter.Limiter) *Writer {
+	wr := &Writer{dst: w}
+	wr.s.init(nil, lim, nil, Options{})
+	if w == nil && wr.s.bad == nil {
+		wr.s.bad = ErrNilStream
+	}
+	return wr
+}
+
+// NewWriterOptions is NewWriter with Options. It returns ErrNilLimiter,
+// ErrNilStream or a *limiter.OptionError for invalid arguments.
+func NewWriterOptions(w io.Writer, lim limiter.Limiter, opts Options) (*Writer, error) {
+	if err := opts.validate(lim); err != nil {
+		return nil, err
+	}
+	if w == nil {
+		return nil, ErrNilStream
+	}
+	wr := &Writer{dst: w}
+	wr.s.init(opts.Context, lim, nil, opts)
+	return wr, nil
+}
+
+// Write writes p in pieces of at most one chunk, each passed to the
+// underlying writer once the limiter has granted its permits. It returns
+// the bytes written and the first error: the underlying writer's, the
+// wait's (context, Close, limiter), or io.ErrShortWrite when the underlying
+// writer wrote less than it was given without saying why. Permits of a
+// piece that was not fully written are spent.
+func (w *Writer) Write(p []byte) (int, error) {
+	if err := w.s.check(); err != nil {
+		return 0, err
+	}
+	return w.s.write(w.dst, p)
+}
+
+// write is Write to dst through s.
+func (s *shaper) write(dst io.Writer, p []byte) (int, error) {
+	written := 0
+	for written < len(p) {
+		l, k, err := s.take(min(len(p)-written, s.chunkSize()))
+		if err != nil {
+			return written, err
+		}
+		n, err := dst.Write(p[written : written+k])
+		l.Release()
+		s.mon.add(n)
+		written += n
+		if err == nil && n < k {
+			err = io.ErrShortWrite
+		}
+		if err != nil {
+			return written, err
+		}
+	}
+	return written, nil
+}
+
+// ReadFrom reads from r until EOF or an error and writes what it reads, no
+// faster than the limiter allows; it implements io.ReaderFrom, so io.Copy
+// uses it. It keeps the fast paths where the limit allows: when the
+// underlying writer is an io.ReaderFrom (a bytes.Buffer, an *os.File, a
+// *net.TCPConn, …) it gives it r through a shaped reader, which delivers
+// each piece once its permits are granted; else when r is an io.WriterTo it
+// lets r write to the Writer; else it copies through a buffer of one
+// chunk, allocated once per Writer. Bytes read from r whose permits could
+// not be granted (the wait failed) are lost, as io.Copy loses what it read
+// when a write fails.
+func (w *Writer) ReadFrom(r io.Reader) (int64, error) {
+	if err := w.s.check(); err != nil {
+		return 0, err
+	}
+	if rf, ok := w.dst.(io.ReaderFrom); ok {
+		w.sr = shapedReader{src: r, s: &w.s}
+		n, err := rf.ReadFrom(&w.sr)
+		w.sr.src = nil
+		return n, err
+	}
+	if wt, ok := r.(io.WriterTo); ok {
+		return wt.WriteTo(writerOnly{w})
+	}
+	if w.buf == nil {
+		w.buf = make([]byte, min(w.s.chunkSize(), 32<<10))
+	}
+	var total int64
+	for {
+		n, rerr := r.Read(w.buf)
+		if n > 0 {
+			m, werr := w.Write(w.buf[:n])
+			total += int64(m)
+			if werr != nil {
+				return total, werr
+			}
+		}
+		if rerr == io.EOF {
+			return total, nil
+		}
+		if rerr != nil {
+			return total, rerr
+		}
+	}
+}
+
+// Close closes the underlying writer if it is an io.Closer and returns its
+// error. A Write waiting for permits returns ErrClosed, and so does every
+// later call.
+func (w *Writer) Close() error {
+	w.s.close()
+	if c, ok := w.dst.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// shapedWriter writes to dst through a shaper: Reader.WriteTo gives it to
+// the underlying reader's WriteTo.
+type shapedWriter struct {
+	dst io.Writer
+	s   *shaper
+}
+
+func (w *shapedWriter) Write(p []byte) (int, error) {
+	if err := w.s.check(); err != nil {
+		return 0, err
+	}
+	return w.s.write(w.dst, p)
+}
+
+// shapedReader reads from src through a shaper: Writer.ReadFrom gives it to
+// the underlying writer's ReadFrom.
+type shapedReader struct {
+	src io.Reader
+	s   *shaper
+}
+
+func (r *shapedReader) Read(p []byte) (int, error) {
+	if err := r.s.check(); err != nil {
+		return 0, err
+	}
+	if len(p) == 0 {
+		return r.src.Read(p)
+	}
+	n, err := r.src.Read(p[:min(len(p), r.s.chunkSize())])
+	got := 0
+	for got < n {
+		l, k, werr := r.s.take(n - got)
+		if werr != nil {
+			r.s.mon.add(got)
+			return got, werr
+		}
+		l.Release()
+		got += k
+	}
+	r.s.mon.add(got)
+	return n, err
+}
