@@ -47,7 +47,8 @@ func LimitErr[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limite
 		g := newGate(ctx, lim)
 		defer g.finish(&last)
 		seq(func(v V) bool {
-			if !g.enter(1) {
+			// g.enter(1), by hand: the compiler does not inline it.
+			if g.done != nil && g.ctxDone() || g.lim != nil && !g.acquire(1) {
 				return false
 			}
 			ok := yield(v)
@@ -75,7 +76,8 @@ func Limit2Err[K, V any](ctx context.Context, seq stditer.Seq2[K, V], lim limite
 		g := newGate(ctx, lim)
 		defer g.finish(&last)
 		seq(func(k K, v V) bool {
-			if !g.enter(1) {
+			// g.enter(1), by hand: the compiler does not inline it.
+			if g.done != nil && g.ctxDone() || g.lim != nil && !g.acquire(1) {
 				return false
 			}
 			ok := yield(k, v)
@@ -109,29 +111,31 @@ func newGate(ctx context.Context, lim limiter.Limiter) *gate {
 	return &gate{ctx: ctx, done: ctx.Done(), lim: lim}
 }
 
-// stopped reports whether ctx is done, recording its error.
+// stopped reports whether ctx is done, recording its error. The check of
+// a context that is never done (context.Background) is inlined away.
 func (g *gate) stopped() bool {
-	if g.done != nil {
-		select {
-		case <-g.done:
-			g.err = g.ctx.Err()
-			return true
-		default:
-		}
+	return g.done != nil && g.ctxDone()
+}
+
+//go:noinline
+func (g *gate) ctxDone() bool {
+	select {
+	case <-g.done:
+		g.err = g.ctx.Err()
+		return true
+	default:
+		return false
 	}
-	return false
 }
 
 // enter waits until the next value (or batch) may be yielded: ctx is not
 // done and lim granted n permits. It returns false, with g.err set, when the
 // loop must end instead.
 func (g *gate) enter(n int) bool {
-	if g.stopped() {
-		return false
-	}
-	if g.lim == nil {
-		return true
-	}
+	return !(g.done != nil && g.ctxDone()) && (g.lim == nil || g.acquire(n))
+}
+
+func (g *gate) acquire(n int) bool {
 	lease, err := g.lim.Acquire(g.ctx, n)
 	if err != nil {
 		g.refused(n, err)
@@ -153,17 +157,22 @@ func (g *gate) refused(n int, err error) {
 // leave releases the lease of the body that just returned, which had n
 // values.
 func (g *gate) leave(n int) {
+	if g.lim != nil {
+		g.release()
+	}
+	g.item += n
+}
+
+// release releases the lease held, if any.
+func (g *gate) release() {
 	l := g.held
 	g.held = limiter.Lease{}
 	l.Release()
-	g.item += n
 }
 
 // finish ends a loop: it releases a lease still held (the body panicked)
 // and publishes why the loop ended.
 func (g *gate) finish(last *error) {
-	l := g.held
-	g.held = limiter.Lease{}
-	l.Release()
+	g.release()
 	*last = g.err
 }

@@ -1,0 +1,144 @@
+package bench
+
+// BenchmarkIter is the per-value cost of package iter's range loops: one op
+// is one value passing through a loop over an endless sequence, so ns/op is
+// ns per value and allocs/op is allocations per value (the few made when the
+// loop starts are outside the timed loop). iter/bare is the floor, a plain
+// range-over-func loop; iter/Limit-nil and its siblings use no limiter (nil:
+// no limit), iter/Limit-noop a Limiter that grants everything without a clock
+// or an atomic, and the others this module's limiters configured never to
+// refuse. acquire-loop/* is the hand-written loop that Limit replaces:
+// lim.Acquire, the body, lease.Release.
+
+import (
+	"context"
+	"testing"
+
+	"github.com/rategate/rategate/iter"
+	"github.com/rategate/rategate/limiter"
+)
+
+// iterNaturals is an endless sequence: 0, 1, 2, …
+func iterNaturals(yield func(int) bool) {
+	for i := 0; ; i++ {
+		if !yield(i) {
+			return
+		}
+	}
+}
+
+func iterNaturalPairs(yield func(int, int) bool) {
+	for i := 0; ; i++ {
+		if !yield(i, i) {
+			return
+		}
+	}
+}
+
+// iterNoop grants every request at once: the cheapest possible Limiter, the
+// floor for any limiter passed to iter.
+type iterNoop struct{}
+
+func (iterNoop) TryAcquire(n int) limiter.Lease { return limiter.NewLease(n, nil) }
+func (iterNoop) Acquire(_ context.Context, n int) (limiter.Lease, error) {
+	return limiter.NewLease(n, nil), nil
+}
+
+var iterSink int
+
+func BenchmarkIter(b *testing.B) {
+	b.Run("bare", func(b *testing.B) {
+		sum := 0
+		for v := range iterNaturals {
+			sum += v
+			if !b.Loop() {
+				break
+			}
+		}
+		iterSink = sum
+	})
+	limits := []struct {
+		name string
+		lim  func() limiter.Limiter
+	}{
+		{"nil", func() limiter.Limiter { return nil }},
+		{"noop", func() limiter.Limiter { return iterNoop{} }},
+		{"concurrency", func() limiter.Limiter { return admitConcurrency() }},
+		{"tokenbucket", func() limiter.Limiter { return admitTokenBucket() }},
+	}
+	for _, l := range limits {
+		b.Run("Limit-"+l.name, func(b *testing.B) {
+			sum := 0
+			for v := range iter.Limit(b.Context(), iterNaturals, l.lim()) {
+				sum += v
+				if !b.Loop() {
+					break
+				}
+			}
+			iterSink = sum
+		})
+	}
+	b.Run("Limit-nil-background", func(b *testing.B) {
+		// context.Background is never done: no per-value check of ctx.
+		sum := 0
+		for v := range iter.Limit(context.Background(), iterNaturals, nil) {
+			sum += v
+			if !b.Loop() {
+				break
+			}
+		}
+		iterSink = sum
+	})
+	b.Run("Limit2-nil", func(b *testing.B) {
+		sum := 0
+		for k, v := range iter.Limit2(b.Context(), iterNaturalPairs, nil) {
+			sum += k + v
+			if !b.Loop() {
+				break
+			}
+		}
+		iterSink = sum
+	})
+	b.Run("Weighted-nil", func(b *testing.B) {
+		sum := 0
+		for v := range iter.Weighted(b.Context(), iterNaturals, nil, func(int) int { return 1 }) {
+			sum += v
+			if !b.Loop() {
+				break
+			}
+		}
+		iterSink = sum
+	})
+	b.Run("Batch100-nil", func(b *testing.B) {
+		// One op is one value: the loop body runs once per 100.
+		sum, n := 0, 0
+		for batch := range iter.Batch(b.Context(), iterNaturals, nil, 100) {
+			for _, v := range batch {
+				sum += v
+				if !b.Loop() {
+					iterSink = sum
+					return
+				}
+				n++
+			}
+		}
+	})
+	for _, l := range limits[1:] {
+		b.Run("acquire-loop-"+l.name, func(b *testing.B) {
+			lim, ctx := l.lim(), b.Context()
+			sum := 0
+			for v := range iterNaturals {
+				lease, err := lim.Acquire(ctx, 1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				sum += v
+				lease.Release()
+				if !b.Loop() {
+					break
+				}
+			}
+			iterSink = sum
+		})
+	}
+}
