@@ -638,3 +638,45 @@ func TestConcurrentStress(t *testing.T) {
 		t.Fatalf("InUse %d at the end", lim.InUse())
 	}
 }
+
+// closingLimiter closes the Chan while granting: the Close lands between a
+// send's grant and its push, which must then give the lease back.
+type closingLimiter struct {
+	countingLimiter
+	close func()
+}
+
+func (l *closingLimiter) TryAcquire(n int) limiter.Lease {
+	lease := l.countingLimiter.TryAcquire(n)
+	l.close()
+	return lease
+}
+
+func (l *closingLimiter) Acquire(ctx context.Context, n int) (limiter.Lease, error) {
+	lease, err := l.countingLimiter.Acquire(ctx, n)
+	l.close()
+	return lease, err
+}
+
+func TestSendGrantedThenClosed(t *testing.T) {
+	for _, try := range []bool{false, true} {
+		lim := &closingLimiter{}
+		c := New[int](lim)
+		lim.close = func() { c.Close() }
+		var err error
+		if try {
+			err = c.TrySend(1)
+		} else {
+			err = c.Send(t.Context(), 1)
+		}
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("send granted as the Chan closed: %v, want ErrClosed", err)
+		}
+		if c.Len() != 0 {
+			t.Fatalf("Len %d", c.Len())
+		}
+		if err := lim.check(1); err != nil {
+			t.Fatalf("the granted lease: %v", err)
+		}
+	}
+}
