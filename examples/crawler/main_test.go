@@ -1,0 +1,120 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestCrawl crawls a small site on the real clock (httptest servers do real
+// network I/O, which a synctest bubble cannot hold) and checks, from the
+// servers' own records, that every page was fetched exactly once and that no
+// host ever saw more than PerHost requests in any Window: exactly, with no
+// tolerance. Only the total time has a (generous) bound.
+func TestCrawl(t *testing.T) {
+	cfg := config{
+		Hosts:        3,
+		PagesPerHost: 10,
+		Workers:      4,
+		PerHost:      3,
+		Window:       500 * time.Millisecond,
+		Margin:       50 * time.Millisecond,
+		Latency:      5 * time.Millisecond,
+	}
+	var out bytes.Buffer
+	res, err := run(t.Context(), &out, cfg)
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Hosts) != cfg.Hosts {
+		t.Fatalf("%d hosts reported, want %d", len(res.Hosts), cfg.Hosts)
+	}
+	reached := false
+	for _, h := range res.Hosts {
+		if h.Pages != cfg.PagesPerHost || h.Requests != cfg.PagesPerHost {
+			t.Errorf("host %s: %d pages in %d requests, want each of the %d pages fetched once", h.Host, h.Pages, h.Requests, cfg.PagesPerHost)
+		}
+		// Recount from the raw arrivals, by brute force.
+		most := 0
+		for _, a := range h.Arrivals {
+			n := 0
+			for _, b := range h.Arrivals {
+				if b >= a && b < a+cfg.Window {
+					n++
+				}
+			}
+			most = max(most, n)
+		}
+		if most != h.MaxInWindow {
+			t.Errorf("host %s: reported %d in a window, recount %d", h.Host, h.MaxInWindow, most)
+		}
+		if most > cfg.PerHost {
+			t.Errorf("host %s: %d requests arrived within %v (%v), over the limit %d", h.Host, most, cfg.Window, slices.Sorted(slices.Values(h.Arrivals)), cfg.PerHost)
+		}
+		reached = reached || most == cfg.PerHost
+	}
+	if !reached {
+		t.Errorf("no host reached its limit of %d: the crawl is slower than it may be", cfg.PerHost)
+	}
+	if res.MaxInFlight > cfg.Workers {
+		t.Errorf("%d requests in flight, over %d workers", res.MaxInFlight, cfg.Workers)
+	}
+	if res.Fetched != cfg.Hosts*cfg.PagesPerHost {
+		t.Errorf("fetched %d pages, want %d", res.Fetched, cfg.Hosts*cfg.PagesPerHost)
+	}
+	if res.Elapsed > 20*time.Second {
+		t.Errorf("the crawl took %v", res.Elapsed)
+	}
+	for _, line := range []string{"most requests in any 500ms window", "(limit 3)", "Fetched 30 pages in"} {
+		if !strings.Contains(out.String(), line) {
+			t.Errorf("output lacks %q", line)
+		}
+	}
+}
+
+func TestCrawlCancelled(t *testing.T) {
+	cfg := defaultConfig
+	cfg.PagesPerHost = 50
+	ctx, cancel := context.WithCancel(t.Context())
+	defer time.AfterFunc(300*time.Millisecond, cancel).Stop()
+	var out bytes.Buffer
+	res, err := run(ctx, &out, cfg)
+	if err == nil {
+		t.Fatalf("a crawl cut short at 300ms returned no error; fetched %d", res.Fetched)
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("error %v, want Canceled", err)
+	}
+	if res.Fetched >= cfg.Hosts*cfg.PagesPerHost {
+		t.Errorf("fetched all %d pages before the cancel", res.Fetched)
+	}
+	if res.Elapsed > 5*time.Second {
+		t.Errorf("a cancelled crawl took %v to stop", res.Elapsed)
+	}
+}
+
+func TestMaxInWindow(t *testing.T) {
+	s := time.Second
+	for _, tc := range []struct {
+		ts   []time.Duration
+		want int
+	}{
+		{nil, 0},
+		{[]time.Duration{0, s - 1, s, 2 * s}, 2},
+		{[]time.Duration{2 * s, 0, 0, s - 1}, 3},
+		{[]time.Duration{0, s, 2 * s}, 1},
+	} {
+		if got := maxInWindow(tc.ts, s); got != tc.want {
+			t.Errorf("maxInWindow(%v) = %d, want %d", tc.ts, got, tc.want)
+		}
+	}
+}
