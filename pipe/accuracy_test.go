@@ -155,9 +155,7 @@ func TestCopyPaths(t *testing.T) {
 	const size = 256 * KiB
 	rate, burst := limiter.Per(64*KiB, time.Second), 16*KiB
 	data := make([]byte, size)
-	for i := range data {
-		data[i] = patternByte(int64(i))
-	}
+	fillPattern(data, 0)
 	type path struct {
 		name string
 		copy func(dst io.Writer, src io.Reader, lim limiter.Limiter) (int64, error)

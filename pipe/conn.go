@@ -40,6 +40,7 @@ func newConn(c net.Conn, read limiter.Limiter, readMembers []limiter.Limiter, wr
 	cn.wdl.init(ctx)
 	if read != nil {
 		cn.r = &Reader{src: c}
+		cn.r.sr = shapedReader{src: c, s: &cn.r.s}
 		cn.r.s.init(ctx, read, readMembers, Options{})
 		cn.r.s.dl, cn.r.s.closedErr = &cn.rdl, net.ErrClosed
 	}

@@ -1,18 +1,61 @@
 package pipe
 
 import (
+	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"math/big"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/rategate/rategate/limiter"
 )
 
-// patternByte is byte i of every test stream: not periodic in any small
-// period, so a repeated or lost byte shows.
-func patternByte(i int64) byte { return byte(i ^ i>>8 ^ i>>16*3) }
+// patternPeriod is the period of the test streams' bytes: a prime, so that
+// no piece size (powers of two, mostly) hides a repeated or lost piece.
+const patternPeriod = 65521
+
+// pattern holds two periods of the test streams' bytes, so that any
+// stretch of up to one period is one slice of it.
+var pattern = func() []byte {
+	b := make([]byte, 2*patternPeriod)
+	for i := range b {
+		j := i % patternPeriod
+		b[i] = byte(j ^ j>>8*7)
+	}
+	return b
+}()
+
+// patternByte is byte i of every test stream.
+func patternByte(i int64) byte { return pattern[i%patternPeriod] }
+
+// fillPattern fills p with the stream's bytes from offset off.
+func fillPattern(p []byte, off int64) {
+	for len(p) > 0 {
+		n := copy(p, pattern[off%patternPeriod:][:min(len(p), patternPeriod)])
+		p, off = p[n:], off+int64(n)
+	}
+}
+
+// matchPattern reports the first offset in p that differs from the stream
+// from off, or -1.
+func matchPattern(p []byte, off int64) int64 {
+	for i := 0; i < len(p); {
+		n := min(len(p)-i, patternPeriod)
+		want := pattern[(off+int64(i))%patternPeriod:][:n]
+		if !bytes.Equal(p[i:i+n], want) {
+			for j := range n {
+				if p[i+j] != want[j] {
+					return int64(i + j)
+				}
+			}
+		}
+		i += n
+	}
+	return -1
+}
 
 // source is an endless (or size-limited) reader of the pattern, returning at
 // most max bytes per Read (0: no cap).
@@ -32,9 +75,7 @@ func (s *source) Read(p []byte) (int, error) {
 	if s.size >= 0 {
 		n = int(min(int64(n), s.size-s.off))
 	}
-	for i := range n {
-		p[i] = patternByte(s.off + int64(i))
-	}
+	fillPattern(p[:n], s.off)
 	s.off += int64(n)
 	return n, nil
 }
@@ -97,10 +138,8 @@ func (r *recorder) Write(p []byte) (int, error) {
 }
 
 func (r *recorder) check(p []byte) {
-	for i, b := range p {
-		if r.bad == nil && b != patternByte(r.off+int64(i)) {
-			r.bad = fmt.Errorf("byte %d is %#x, want %#x", r.off+int64(i), b, patternByte(r.off+int64(i)))
-		}
+	if i := matchPattern(p, r.off); i >= 0 && r.bad == nil {
+		r.bad = fmt.Errorf("byte %d is %#x, want %#x", r.off+i, p[i], patternByte(r.off+i))
 	}
 	r.off += int64(len(p))
 	if len(p) > 0 {
@@ -127,4 +166,8 @@ func (r *bytesReaderT) WriteTo(w io.Writer) (int64, error) {
 	n, err := w.Write(r.b)
 	r.b = r.b[n:]
 	return int64(n), err
+}
+
+func sortDeliveries(ds []delivery) {
+	slices.SortStableFunc(ds, func(a, b delivery) int { return cmp.Compare(a.at, b.at) })
 }

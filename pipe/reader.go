@@ -13,12 +13,9 @@ import (
 type Reader struct {
 	src io.Reader
 	s   shaper
-
-	pend    []byte // read from src but not yet delivered: a wait for their permits failed
-	pendBuf []byte
-	pendErr error // src's error that came with pend
-	buf     []byte
-	sw      shapedWriter
+	sr  shapedReader // reads src through s
+	buf []byte
+	sw  shapedWriter
 }
 
 // NewReader returns a Reader that reads from r no faster than lim allows,
@@ -26,6 +23,7 @@ type Reader struct {
 // ErrNilStream or ErrNilLimiter.
 func NewReader(r io.Reader, lim limiter.Limiter) *Reader {
 	rd := &Reader{src: r}
+	rd.sr = shapedReader{src: r, s: &rd.s}
 	rd.s.init(nil, lim, nil, Options{})
 	if r == nil && rd.s.bad == nil {
 		rd.s.bad = ErrNilStream
@@ -43,6 +41,7 @@ func NewReaderOptions(r io.Reader, lim limiter.Limiter, opts Options) (*Reader, 
 		return nil, ErrNilStream
 	}
 	rd := &Reader{src: r}
+	rd.sr = shapedReader{src: r, s: &rd.s}
 	rd.s.init(opts.Context, lim, nil, opts)
 	return rd, nil
 }
@@ -61,6 +60,11 @@ func (r *Reader) Read(p []byte) (int, error) {
 	if err := r.s.check(); err != nil {
 		return 0, err
 	}
+	return r.sr.Read(p)
+}
+
+// Read is Reader.Read without the check.
+func (r *shapedReader) Read(p []byte) (int, error) {
 	if len(r.pend) > 0 {
 		return r.readPending(p)
 	}
@@ -76,42 +80,30 @@ func (r *Reader) Read(p []byte) (int, error) {
 	if n <= 0 {
 		return n, err
 	}
-	got, werr := r.permit(n)
-	if got < n {
-		r.stash(p[got:n], err)
-		if got == 0 {
-			return 0, werr
-		}
-		return got, nil
+	l, k, werr := r.s.take(n)
+	if werr != nil {
+		r.stash(p[:n], err)
+		return 0, werr
+	}
+	l.Release()
+	r.s.mon.add(k)
+	if k < n {
+		// The limiter grants at most k at once: deliver k now, the rest
+		// (already read) later, so that no instant gets more than a grant.
+		r.stash(p[k:n], err)
+		return k, nil
 	}
 	return n, err
 }
 
-// permit acquires n permits, in pieces the limiter can grant, and returns
-// how many it got before an error. It counts them on the Monitor.
-func (r *Reader) permit(n int) (int, error) {
-	got := 0
-	for got < n {
-		l, k, err := r.s.take(n - got)
-		if err != nil {
-			r.s.mon.add(got)
-			return got, err
-		}
-		l.Release()
-		got += k
-	}
-	r.s.mon.add(got)
-	return got, nil
-}
-
-func (r *Reader) stash(b []byte, err error) {
+func (r *shapedReader) stash(b []byte, err error) {
 	r.pendBuf = append(r.pendBuf[:0], b...)
 	r.pend = r.pendBuf
 	r.pendErr = err
 }
 
-// readPending delivers bytes kept after a failed wait.
-func (r *Reader) readPending(p []byte) (int, error) {
+// readPending delivers bytes kept after a failed or partial wait.
+func (r *shapedReader) readPending(p []byte) (int, error) {
 	n := min(len(p), len(r.pend), r.s.chunkSize())
 	if n == 0 {
 		return 0, nil
@@ -144,16 +136,16 @@ func (r *Reader) WriteTo(w io.Writer) (int64, error) {
 		return 0, err
 	}
 	var total int64
-	for len(r.pend) > 0 {
-		l, k, err := r.s.take(min(len(r.pend), r.s.chunkSize()))
+	for len(r.sr.pend) > 0 {
+		l, k, err := r.s.take(min(len(r.sr.pend), r.s.chunkSize()))
 		if err != nil {
 			return total, err
 		}
-		n, err := w.Write(r.pend[:k])
+		n, err := w.Write(r.sr.pend[:k])
 		l.Release()
 		r.s.mon.add(n)
 		total += int64(n)
-		r.pend = r.pend[n:]
+		r.sr.pend = r.sr.pend[n:]
 		if err == nil && n < k {
 			err = io.ErrShortWrite
 		}
@@ -161,8 +153,8 @@ func (r *Reader) WriteTo(w io.Writer) (int64, error) {
 			return total, err
 		}
 	}
-	if err := r.pendErr; err != nil {
-		r.pendErr = nil
+	if err := r.sr.pendErr; err != nil {
+		r.sr.pendErr = nil
 		if err == io.EOF {
 			err = nil
 		}

@@ -31,9 +31,9 @@ const (
 // package's TokenBucket has Burst and Rate, LeakyBucket has Rate, the windows
 // and Concurrency have Limit.
 type (
-	burster interface{ Burst() int }
+	burster     interface{ Burst() int }
 	limitHolder interface{ Limit() int }
-	rateHolder interface{ Rate() limiter.Rate }
+	rateHolder  interface{ Rate() limiter.Rate }
 )
 
 // member is one limiter whose grants a stream must pass, with what it tells

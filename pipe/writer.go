@@ -94,8 +94,8 @@ func (w *Writer) ReadFrom(r io.Reader) (int64, error) {
 		return 0, err
 	}
 	if rf, ok := w.dst.(io.ReaderFrom); ok {
-		w.sr = shapedReader{src: r, s: &w.s}
-		n, err := rf.ReadFrom(&w.sr)
+		w.sr = shapedReader{src: r, s: &w.s, pendBuf: w.sr.pendBuf}
+		n, err := rf.ReadFrom(checked{&w.sr})
 		w.sr.src = nil
 		return n, err
 	}
@@ -149,31 +149,24 @@ func (w *shapedWriter) Write(p []byte) (int, error) {
 	return w.s.write(w.dst, p)
 }
 
-// shapedReader reads from src through a shaper: Writer.ReadFrom gives it to
-// the underlying writer's ReadFrom.
+// shapedReader reads from src through a shaper: a Reader reads through
+// one, and Writer.ReadFrom gives one to the underlying writer's ReadFrom.
+// It keeps bytes read but not yet delivered (a failed or partial wait).
 type shapedReader struct {
-	src io.Reader
-	s   *shaper
+	src     io.Reader
+	s       *shaper
+	pend    []byte
+	pendBuf []byte
+	pendErr error // src's error that came with pend
 }
 
-func (r *shapedReader) Read(p []byte) (int, error) {
-	if err := r.s.check(); err != nil {
+// checked is a shapedReader that checks its shaper's state first, for
+// Writer.ReadFrom.
+type checked struct{ *shapedReader }
+
+func (c checked) Read(p []byte) (int, error) {
+	if err := c.s.check(); err != nil {
 		return 0, err
 	}
-	if len(p) == 0 {
-		return r.src.Read(p)
-	}
-	n, err := r.src.Read(p[:min(len(p), r.s.chunkSize())])
-	got := 0
-	for got < n {
-		l, k, werr := r.s.take(n - got)
-		if werr != nil {
-			r.s.mon.add(got)
-			return got, werr
-		}
-		l.Release()
-		got += k
-	}
-	r.s.mon.add(got)
-	return n, err
+	return c.shapedReader.Read(p)
 }
