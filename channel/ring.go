@@ -9,13 +9,17 @@ type entry[T any] struct {
 }
 
 // ring is a FIFO of entries in a power-of-two circular buffer. It grows by
-// doubling when full and shrinks by half when a quarter full (above
-// minRing), so a backlog's memory is given back once it drains, and a
-// buffer that hovers around one size does not reallocate.
+// doubling when full. It shrinks by half when, over a generation of
+// len(buf) pops, it never held more than a quarter of its size: a backlog's
+// memory is given back once the flow runs low for a while, but a buffer
+// that fills and empties in cycles (the common case of a producer and a
+// consumer taking turns) keeps its size and never reallocates.
 type ring[T any] struct {
 	buf  []entry[T]
 	head int // index of the oldest entry
 	n    int // entries held
+	peak int // most entries held in this generation
+	pops int // pops in this generation
 }
 
 const minRing = 16
@@ -27,6 +31,7 @@ func (r *ring[T]) push(v T, lease *limiter.Lease) {
 	slot := &r.buf[(r.head+r.n)&(len(r.buf)-1)]
 	slot.v, slot.lease = v, *lease
 	r.n++
+	r.peak = max(r.peak, r.n)
 }
 
 // pushFront puts e back before the oldest entry.
@@ -37,6 +42,7 @@ func (r *ring[T]) pushFront(e entry[T]) {
 	r.head = (r.head - 1) & (len(r.buf) - 1)
 	r.buf[r.head] = e
 	r.n++
+	r.peak = max(r.peak, r.n)
 }
 
 // pop removes and returns the oldest entry; r must not be empty.
@@ -53,8 +59,11 @@ func (r *ring[T]) popInto(e *entry[T]) {
 	*slot = entry[T]{} // drop references for the garbage collector
 	r.head = (r.head + 1) & (len(r.buf) - 1)
 	r.n--
-	if r.n <= len(r.buf)/4 && len(r.buf) > minRing {
-		r.resize(len(r.buf) / 2)
+	if r.pops++; r.pops >= len(r.buf) {
+		if r.peak <= len(r.buf)/4 && len(r.buf) > minRing {
+			r.resize(len(r.buf) / 2)
+		}
+		r.pops, r.peak = 0, r.n
 	}
 }
 

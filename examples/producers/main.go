@@ -1,0 +1,207 @@
+// Command producers shows a channel.Chan throttling many producers to one
+// rate in total, and bounding the items buffered for one consumer.
+//
+// Four producers send as fast as the Chan lets them, through
+// limiter.Chain(rate, buffer): a token bucket of 100 items per second (for
+// all producers together) and a concurrency limiter of 20 permits, one held
+// by each buffered item until the consumer receives it. For the first half
+// of the run the consumer is fast (2 ms an item), so the rate is the limit:
+// 100 items a second, the buffer nearly empty. Then it slows to 20 ms an
+// item: the buffer fills up to its 20 items and stays full, and the
+// producers are held to the consumer's 50 a second. Each second it prints
+// the items received and sent and the buffer's occupancy.
+//
+// Run it with:
+//
+//	go run ./examples/producers
+//
+// It exits with status 1 if the rate or the buffer bound was ever exceeded.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rategate/rategate/channel"
+	"github.com/rategate/rategate/limiter"
+)
+
+// config sets the run's sizes and durations, so that tests can run it at
+// other scales (on a virtual clock).
+type config struct {
+	Producers int
+	Rate      int           // items per Period for all producers together
+	Period    time.Duration // the rate's period, and the report interval
+	Buffer    int           // most items buffered at once
+	Duration  time.Duration // how long the producers run
+	FastWork  time.Duration // the consumer's time per item in the first half
+	SlowWork  time.Duration // ... and in the second half
+}
+
+var defaultConfig = config{
+	Producers: 4,
+	Rate:      100,
+	Period:    time.Second,
+	Buffer:    20,
+	Duration:  4 * time.Second,
+	FastWork:  2 * time.Millisecond,
+	SlowWork:  20 * time.Millisecond,
+}
+
+// item is what the producers send.
+type item struct {
+	producer int
+	seq      int
+}
+
+// result is what the run measured.
+type result struct {
+	Sent        []time.Duration // when each send was granted, from the start
+	Received    []time.Duration // when the consumer received each item
+	PerProducer []int           // items sent by each producer
+	PeakBuffer  int             // most items buffered at once (Len right after a send)
+	MaxInPeriod int             // most sends in any [t, t+Period)
+	Drained     int             // items discarded at the end (none: the consumer drains)
+}
+
+func main() {
+	if _, err := run(context.Background(), os.Stdout, defaultConfig); err != nil {
+		fmt.Fprintln(os.Stderr, "producers:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, w io.Writer, cfg config) (result, error) {
+	if cfg.Producers < 1 || cfg.Rate < 1 || cfg.Buffer < 1 || cfg.Period <= 0 || cfg.Duration <= 0 {
+		return result{}, fmt.Errorf("invalid config %+v", cfg)
+	}
+	rate, err := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(cfg.Rate, cfg.Period), Burst: 1})
+	if err != nil {
+		return result{}, err
+	}
+	defer rate.Close()
+	buffer, err := limiter.NewConcurrency(limiter.ConcurrencyOptions{Limit: cfg.Buffer})
+	if err != nil {
+		return result{}, err
+	}
+	defer buffer.Close()
+	c := channel.New[item](limiter.Chain(rate, buffer))
+
+	fmt.Fprintf(w, "%d producers share %d items per %v, at most %d items buffered.\n", cfg.Producers, cfg.Rate, cfg.Period, cfg.Buffer)
+	fmt.Fprintf(w, "The consumer takes %v an item, then %v from %v on.\n", cfg.FastWork, cfg.SlowWork, cfg.Duration/2)
+
+	var (
+		mu  sync.Mutex
+		res = result{PerProducer: make([]int, cfg.Producers)}
+		// for the report: counts since the last one, and the peak occupancy
+		sentN, recvN, peak int
+	)
+	start := time.Now()
+	since := func() time.Duration { return time.Since(start) }
+
+	runCtx, stop := context.WithTimeout(ctx, cfg.Duration)
+	defer stop()
+	var producers sync.WaitGroup
+	errs := make([]error, cfg.Producers)
+	for p := range cfg.Producers {
+		producers.Go(func() {
+			for seq := 0; ; seq++ {
+				err := c.Send(runCtx, item{p, seq})
+				if err != nil {
+					// The run ends with runCtx's deadline (a wait the limiter
+					// knows would outlast it fails at once) or with Close.
+					if !errors.Is(err, channel.ErrClosed) && !errors.Is(err, context.DeadlineExceeded) {
+						errs[p] = err
+					}
+					return
+				}
+				n := c.Len()
+				mu.Lock()
+				res.Sent = append(res.Sent, since())
+				res.PerProducer[p]++
+				res.PeakBuffer = max(res.PeakBuffer, n)
+				peak = max(peak, n)
+				sentN++
+				mu.Unlock()
+			}
+		})
+	}
+
+	consumed := make(chan struct{})
+	go func() {
+		defer close(consumed)
+		for range c.All(ctx) {
+			at := since()
+			mu.Lock()
+			res.Received = append(res.Received, at)
+			recvN++
+			mu.Unlock()
+			if at < cfg.Duration/2 {
+				time.Sleep(cfg.FastWork)
+			} else {
+				time.Sleep(cfg.SlowWork)
+			}
+		}
+	}()
+
+	// Report once a period until the producers stop.
+	tick := time.NewTicker(cfg.Period)
+	defer tick.Stop()
+	fmt.Fprintf(w, "%8s %10s %10s %14s\n", "time", "received", "sent", "buffer (peak)")
+	for done := false; !done; {
+		select {
+		case <-tick.C:
+		case <-runCtx.Done():
+			done = true
+		}
+		mu.Lock()
+		if sentN > 0 || recvN > 0 || !done {
+			fmt.Fprintf(w, "%8v %10d %10d %7d (%d)\n", since().Round(time.Millisecond), recvN, sentN, c.Len(), peak)
+		}
+		sentN, recvN, peak = 0, 0, c.Len()
+		mu.Unlock()
+	}
+
+	// Shut down: close the Chan (producers still waiting fail with
+	// ErrClosed), let the consumer drain it, and discard anything left.
+	c.Close()
+	producers.Wait()
+	<-consumed
+	res.Drained = c.Drain()
+	if err := errors.Join(errs...); err != nil {
+		return res, err
+	}
+
+	res.MaxInPeriod = maxInWindow(res.Sent, cfg.Period)
+	fmt.Fprintf(w, "Sent %d, received %d in %v. Per producer: %v.\n", len(res.Sent), len(res.Received), since().Round(time.Millisecond), res.PerProducer)
+	fmt.Fprintf(w, "Most sends in any %v: %d (limit %d). Peak buffer: %d (limit %d). Permits still held: %d.\n",
+		cfg.Period, res.MaxInPeriod, cfg.Rate, res.PeakBuffer, cfg.Buffer, buffer.InUse())
+	switch {
+	case res.MaxInPeriod > cfg.Rate:
+		return res, fmt.Errorf("%d sends in one %v, over the rate of %d", res.MaxInPeriod, cfg.Period, cfg.Rate)
+	case res.PeakBuffer > cfg.Buffer:
+		return res, fmt.Errorf("%d items buffered, over the bound of %d", res.PeakBuffer, cfg.Buffer)
+	case buffer.InUse() != 0:
+		return res, fmt.Errorf("%d permits still held after the Chan was drained", buffer.InUse())
+	}
+	return res, nil
+}
+
+// maxInWindow returns the most offsets that fall in any window [t, t+win).
+func maxInWindow(offsets []time.Duration, win time.Duration) int {
+	ts := slices.Sorted(slices.Values(offsets))
+	most, j := 0, 0
+	for i := range ts {
+		for j < len(ts) && ts[j] < ts[i]+win {
+			j++
+		}
+		most = max(most, j-i)
+	}
+	return most
+}
