@@ -29,6 +29,10 @@ func BenchmarkPool(b *testing.B) {
 			p := must(pool.New(pool.Options{Workers: workers, Limiter: admitTokenBucket()}))
 			runPool(b, func() { p.Go(nopTask) }, func() { p.Wait() })
 		})
+		b.Run(fmt.Sprintf("impl=rategate-queue/workers=%d", workers), func(b *testing.B) {
+			p := must(pool.New(pool.Options{Workers: workers, Queue: poolQueue}))
+			runPool(b, func() { p.Go(nopTask) }, func() { p.Wait() })
+		})
 		b.Run(fmt.Sprintf("impl=errgroup/workers=%d", workers), func(b *testing.B) {
 			var g errgroup.Group
 			g.SetLimit(workers)
@@ -44,6 +48,10 @@ func BenchmarkPool(b *testing.B) {
 		})
 	}
 }
+
+// poolQueue is the Queue of the rategate-queue rows: Go returns once its
+// task is queued behind at most this many, as pond's Go does (without a cap).
+const poolQueue = 1024
 
 var (
 	nopTask = func(context.Context) error { return nil }

@@ -48,6 +48,16 @@
 // goroutines start as tasks need them and end at Wait or Close, so a pool that
 // is waited for or closed leaves no goroutine behind.
 //
+// # Queueing
+//
+// By default Go waits until a worker is free, so a submitter never gets more
+// than Workers tasks ahead of the pool. With Options.Queue, Go returns as soon
+// as its task is queued behind at most Queue others, and the workers drain the
+// queue without a hand-off per task: several times cheaper for short tasks.
+// The worker then passes the limiter right before the task starts, so the
+// bound on starts is the same, but a task that cannot start (Close came, the
+// limiter refused) is reported by Wait rather than by Go.
+//
 // # Results
 //
 // Map turns an iter.Seq into an iter.Seq2 of results computed by f on the
@@ -60,5 +70,8 @@
 // Submitting a task costs one compare-and-swap on the pool's state word, a
 // buffered channel send, and the limiter's fast path; finishing one, one
 // atomic add. No allocation per task. Idle workers poll briefly before they
-// park, so a stream of short tasks flows without a wake-up per task.
+// park, so a stream of short tasks flows without a wake-up per task. On two
+// cores, a trivial task costs about 300-400 ns when Go waits for a free worker
+// (a hand-off per task: errgroup.SetLimit takes about 450) and about 80-130 ns
+// with a Queue (see bench/).
 package pool

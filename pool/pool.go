@@ -52,6 +52,16 @@ type Options struct {
 	// error (or panics), as golang.org/x/sync/errgroup does. Tasks already
 	// submitted still run, with a cancelled context.
 	CancelOnError bool
+	// Queue, when positive, lets Go return as soon as its task is queued
+	// behind at most Queue others waiting for a worker, instead of waiting
+	// for a free worker: submitters then run ahead of the workers, which
+	// drain the queue without a hand-off per task. The limiter is then passed
+	// by the worker, right before the task starts (so the bound on task
+	// starts holds the same), and a task that cannot start (the limiter
+	// refused, or Close came first) does not run: its error is reported by
+	// Wait instead of by Go. With PerKey, a worker waiting for a busy key's
+	// limiter holds up the queue behind it, so leave Queue at 0 there.
+	Queue int
 	// FirstError makes Wait return only the first error a task returned.
 	// By default Wait returns errors.Join of all of them, in the order the
 	// tasks returned.
@@ -86,6 +96,8 @@ func (e *PanicError) Unwrap() error {
 // with Wait or Close. Its methods are safe for concurrent use.
 type Pool struct {
 	workers       int64
+	capacity      int64 // workers + queue: the slots Go may reserve
+	queued        bool  // Queue > 0: workers pass the limiter
 	lim           limiter.Limiter
 	perKey        func(string) limiter.Limiter
 	cancelOnError bool
@@ -129,6 +141,7 @@ const (
 type job struct {
 	fn    func(context.Context) error
 	lease limiter.Lease
+	lim   limiter.Limiter // with Queue: the limiter the worker must pass first
 }
 
 // New returns a Pool, or an error if Options.Workers is less than 1.
@@ -138,18 +151,23 @@ func New(opts Options) (*Pool, error) {
 	if opts.Workers < 1 || opts.Workers > MaxWorkers {
 		return nil, fmt.Errorf("%w: Workers is %d, must be from 1 to %d", ErrInvalidOptions, opts.Workers, MaxWorkers)
 	}
+	if opts.Queue < 0 || opts.Queue > MaxWorkers-opts.Workers {
+		return nil, fmt.Errorf("%w: Queue is %d, must be from 0 to %d (MaxWorkers - Workers)", ErrInvalidOptions, opts.Queue, MaxWorkers-opts.Workers)
+	}
 	parent := opts.Context
 	if parent == nil {
 		parent = context.Background()
 	}
 	p := &Pool{
 		workers:       int64(opts.Workers),
+		capacity:      int64(opts.Workers + opts.Queue),
+		queued:        opts.Queue > 0,
 		lim:           opts.Limiter,
 		perKey:        opts.PerKey,
 		cancelOnError: opts.CancelOnError,
 		firstError:    opts.FirstError,
 		wake:          make(chan struct{}, 1),
-		jobs:          make(chan job, opts.Workers),
+		jobs:          make(chan job, opts.Workers+opts.Queue),
 		idle:          make(chan struct{}),
 	}
 	p.life, p.endLife = context.WithCancelCause(parent)
@@ -163,6 +181,10 @@ func New(opts Options) (*Pool, error) {
 // never runs, exactly when the task could not start: ErrClosed after Wait or
 // Close (also when Close ends the wait), the Options.Context's error when it
 // ends, or the limiter's error (say limiter.ErrExceedsLimit).
+//
+// With Options.Queue, Go returns once the task is queued (it waits only
+// while the queue is full), the worker passes the limiter, and a task that
+// cannot start is reported by Wait instead.
 //
 // Go never waits on its own for anything but the pool: a caller that wants
 // to give up waiting uses GoContext. Do not call Go from inside a task of the
@@ -183,7 +205,9 @@ func (p *Pool) GoContext(ctx context.Context, task func(ctx context.Context) err
 // TryGo starts task only if a worker is free and Options.Limiter grants a
 // permit now; it never waits. It returns nil when the task started,
 // ErrBusy when every worker is busy, the lease's error (limiter.ErrLimited)
-// when the limiter refused, or ErrClosed.
+// when the limiter refused, or ErrClosed. With Options.Queue it queues the
+// task if the queue has room (ErrBusy when full) and leaves the limiter to
+// the worker.
 func (p *Pool) TryGo(task func(ctx context.Context) error) error {
 	return p.submit(nil, p.lim, true, task)
 }
@@ -236,7 +260,7 @@ func (p *Pool) submit(ctx context.Context, lim limiter.Limiter, try bool, task f
 		if s&closedBit != 0 {
 			return ErrClosed
 		}
-		if s&activeMask >= p.workers {
+		if s&activeMask >= p.capacity {
 			if p.state.Add(pendingOne)&closedBit != 0 {
 				p.leave()
 				return ErrClosed
@@ -270,6 +294,10 @@ func (p *Pool) submitEntered(ctx context.Context, lim limiter.Limiter, try, rese
 		if err := p.waitSlot(ctx); err != nil {
 			return err
 		}
+	}
+	if p.queued {
+		p.jobs <- job{fn: task, lim: lim} // never blocks: a reserved slot is a free place
+		return nil
 	}
 	var lease limiter.Lease
 	if lim != nil {
@@ -332,7 +360,7 @@ func (p *Pool) lifeErr() error {
 func (p *Pool) reserve() bool {
 	for {
 		s := p.state.Load()
-		if s&activeMask >= p.workers {
+		if s&activeMask >= p.capacity {
 			return false
 		}
 		if p.state.CompareAndSwap(s, s+1) {
@@ -343,9 +371,9 @@ func (p *Pool) reserve() bool {
 }
 
 // spawn makes sure a worker goroutine exists for the slot just reserved
-// above n others.
+// above n others, up to Workers.
 func (p *Pool) spawn(n int64) {
-	for s := p.spawned.Load(); s <= n; s = p.spawned.Load() {
+	for s := p.spawned.Load(); s <= n && s < p.workers; s = p.spawned.Load() {
 		if p.spawned.CompareAndSwap(s, s+1) {
 			p.workWG.Add(1)
 			go p.worker()
@@ -392,7 +420,7 @@ func (p *Pool) waitSlot(ctx context.Context) error {
 	for {
 		if p.reserve() {
 			// Pass the wake-up on: another waiter may fit too.
-			if p.state.Load()&activeMask < p.workers {
+			if p.state.Load()&activeMask < p.capacity {
 				select {
 				case p.wake <- struct{}{}:
 				default:
@@ -466,10 +494,37 @@ func (p *Pool) run(j job) (ok bool) {
 		}
 		p.done(j, err)
 	}()
+	if p.queued {
+		if err := p.admit(&j); err != nil {
+			normal = true
+			p.done(j, err)
+			return true
+		}
+	}
 	err := j.fn(p.tasksCtx)
 	normal = true
 	p.done(j, err)
 	return true
+}
+
+// admit passes a queued job's limiter, in the worker, right before the task
+// starts. A job queued when Close came does not start.
+func (p *Pool) admit(j *job) error {
+	if p.life.Err() != nil {
+		return fmt.Errorf("pool: a queued task did not start: %w", p.lifeErr())
+	}
+	if j.lim == nil {
+		return nil
+	}
+	lease, err := j.lim.Acquire(p.life, 1)
+	if err != nil {
+		if p.life.Err() != nil {
+			err = p.lifeErr()
+		}
+		return fmt.Errorf("pool: a queued task did not start: %w", err)
+	}
+	j.lease = lease
+	return nil
 }
 
 // done finishes a job: releases its lease, records its error, frees its slot.
@@ -530,7 +585,8 @@ func (p *Pool) finish() {
 // and returns the tasks' errors: errors.Join of all of them in the order
 // they returned, or only the first with Options.FirstError; nil if every
 // task returned nil. A panic is a *PanicError. Errors of Go calls are not
-// included: Go returned them. Wait may be called any number of times, also
+// included: Go returned them. With Options.Queue, the error of each queued
+// task that could not start (ErrClosed, the limiter's error) is included. Wait may be called any number of times, also
 // concurrently and after Close; each returns the same.
 func (p *Pool) Wait() error {
 	p.shut()

@@ -494,3 +494,93 @@ func TestWaitWithConcurrentGo(t *testing.T) {
 		}
 	}
 }
+
+// TestQueue: with Queue, Go returns once its task is queued; the queue is
+// bounded; TryGo fails with ErrBusy only when it is full.
+func TestQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		p := mustPool(t, pool.Options{Workers: 1, Queue: 2})
+		var starts []time.Duration
+		task := func(context.Context) error {
+			starts = append(starts, time.Since(start))
+			time.Sleep(time.Second)
+			return nil
+		}
+		var returned []time.Duration
+		for range 4 {
+			if err := p.Go(task); err != nil {
+				t.Fatal(err)
+			}
+			returned = append(returned, time.Since(start))
+		}
+		s := time.Second
+		if want := []time.Duration{0, 0, 0, s}; !slices.Equal(returned, want) {
+			t.Errorf("Go returned at %v, want %v (1 running + 2 queued, then wait)", returned, want)
+		}
+		if err := p.TryGo(task); !errors.Is(err, pool.ErrBusy) {
+			t.Errorf("TryGo with the queue full: %v, want ErrBusy", err)
+		}
+		p.Wait()
+		if want := []time.Duration{0, s, 2 * s, 3 * s}; !slices.Equal(starts, want) {
+			t.Errorf("starts %v, want %v", starts, want)
+		}
+		if _, err := pool.New(pool.Options{Workers: 1, Queue: -1}); !errors.Is(err, pool.ErrInvalidOptions) {
+			t.Errorf("Queue -1: %v", err)
+		}
+	})
+}
+
+// TestQueueLimiter: with Queue the worker passes the limiter, so the starts
+// keep the limiter's bound as without it (the Parallel.For case), while Go
+// returns at once.
+func TestQueueLimiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		p := mustPool(t, pool.Options{Workers: 4, Queue: 6, Limiter: slidingLog(t, 2, time.Second)})
+		var mu sync.Mutex
+		var starts []time.Duration
+		for range 10 {
+			p.Go(func(context.Context) error {
+				mu.Lock()
+				starts = append(starts, time.Since(start))
+				mu.Unlock()
+				time.Sleep(250 * time.Millisecond)
+				return nil
+			})
+		}
+		if el := time.Since(start); el != 0 {
+			t.Errorf("Go of 10 tasks into a queue of 6 with 4 workers took %v", el)
+		}
+		if err := p.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		s := time.Second
+		if want := []time.Duration{0, 0, s, s, 2 * s, 2 * s, 3 * s, 3 * s, 4 * s, 4 * s}; !slices.Equal(starts, want) {
+			t.Errorf("starts %v, want %v", starts, want)
+		}
+	})
+}
+
+// TestQueueClose: queued tasks that have not started when Close comes never
+// run; Wait reports each with ErrClosed.
+func TestQueueClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := mustPool(t, pool.Options{Workers: 1, Queue: 3})
+		var ran atomic.Int64
+		for range 4 {
+			p.Go(func(ctx context.Context) error {
+				ran.Add(1)
+				<-ctx.Done()
+				return nil
+			})
+		}
+		time.Sleep(time.Second)
+		p.Close()
+		err := p.Wait()
+		joined, _ := err.(interface{ Unwrap() []error })
+		if ran.Load() != 1 || joined == nil || len(joined.Unwrap()) != 3 || !errors.Is(err, pool.ErrClosed) {
+			t.Errorf("ran %d, Wait = %v; want 1 ran and 3 ErrClosed", ran.Load(), err)
+		}
+	})
+}

@@ -30,6 +30,7 @@ func (t poolTask) String() string {
 
 type poolPlan struct {
 	workers       int
+	queue         int // Options.Queue
 	cancelOnError bool
 	firstError    bool
 	closeAt       time.Duration // < 0: never
@@ -61,7 +62,9 @@ type poolPanicValue int
 // Close was called, a deadline only for GoContext, ErrBusy or ErrLimited
 // only for TryGo, ErrQueueFull only with a queue cap); plain Go before Close never fails; Wait returns the error
 // of every task that failed (errors.Join, each exactly once) or, with
-// FirstError, exactly one of them.
+// FirstError, exactly one of them. With a drawn Options.Queue, a task whose
+// Go returned nil may instead not start (only after Close, or refused by a
+// limiter's queue cap), and then Wait reports it.
 func TestPoolBounds(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(rt *rapid.T) {
@@ -70,6 +73,7 @@ func TestPoolBounds(t *testing.T) {
 		u := c.unit()
 		plan := poolPlan{
 			workers:       rapid.IntRange(1, 6).Draw(rt, "workers"),
+			queue:         rapid.SampledFrom([]int{0, 0, 1, 3}).Draw(rt, "queue"),
 			cancelOnError: rapid.Bool().Draw(rt, "cancelOnError"),
 			firstError:    rapid.Bool().Draw(rt, "firstError"),
 			closeAt:       -1,
@@ -117,7 +121,7 @@ func poolRun(pn *panics, c config, plan poolPlan) poolOutcome {
 		return out
 	}
 	defer lim.Close()
-	p, err := pool.New(pool.Options{Workers: plan.workers, Limiter: lim, CancelOnError: plan.cancelOnError, FirstError: plan.firstError})
+	p, err := pool.New(pool.Options{Workers: plan.workers, Queue: plan.queue, Limiter: lim, CancelOnError: plan.cancelOnError, FirstError: plan.firstError})
 	if err != nil {
 		out.errs = append(out.errs, err.Error())
 		return out
@@ -209,10 +213,15 @@ func poolCheck(rt *rapid.T, c config, plan poolPlan, out poolOutcome) {
 	} else if err := checkSafety(c, out.starts); err != nil {
 		rt.Fatalf("%v: the task starts broke the limiter's bound: %v", c, err)
 	}
-	var failed []int
+	var failed, notStarted []int
 	for id, goErr := range out.goErr {
 		tk := poolTaskOf(plan, id)
 		if goErr == nil {
+			if plan.queue > 0 && out.runs[id] == 0 {
+				// Queued, then not started: Wait must report it.
+				notStarted = append(notStarted, id)
+				continue
+			}
 			if out.runs[id] != 1 {
 				rt.Fatalf("task %d %v: Go returned nil, it ran %d times", id, tk, out.runs[id])
 			}
@@ -239,7 +248,10 @@ func poolCheck(rt *rapid.T, c config, plan poolPlan, out poolOutcome) {
 	if id := len(out.goErr); id != poolTaskCount(plan) {
 		rt.Fatalf("%d submissions recorded of %d", id, poolTaskCount(plan))
 	}
-	if len(failed) == 0 {
+	if len(notStarted) > 0 && out.closed < 0 && c.queue.Limit == 0 {
+		rt.Fatalf("tasks %v were queued and never started, without Close or a limiter queue cap", notStarted)
+	}
+	if len(failed)+len(notStarted) == 0 {
 		if out.waitErr != nil {
 			rt.Fatalf("no task failed, Wait = %v", out.waitErr)
 		}
@@ -252,11 +264,18 @@ func poolCheck(rt *rapid.T, c config, plan poolPlan, out poolOutcome) {
 		}
 		return err != nil && err.Error() == out.taskErr[id].Error()
 	}
+	// notStartedErr: a queued task's error for not starting.
+	notStartedErr := func(err error) bool {
+		return errors.Is(err, pool.ErrClosed) && out.closed >= 0 || errors.Is(err, limiter.ErrQueueFull) && c.queue.Limit > 0
+	}
 	if plan.firstError {
 		for _, id := range failed {
 			if matches(out.waitErr, id) {
 				return
 			}
+		}
+		if len(notStarted) > 0 && notStartedErr(out.waitErr) {
+			return
 		}
 		rt.Fatalf("FirstError: Wait = %v, not one of the failed tasks %v", out.waitErr, failed)
 	}
@@ -265,8 +284,17 @@ func poolCheck(rt *rapid.T, c config, plan poolPlan, out poolOutcome) {
 		rt.Fatalf("Wait = %v (%T), want errors.Join of %d errors", out.waitErr, out.waitErr, len(failed))
 	}
 	errs := joined.Unwrap()
-	if len(errs) != len(failed) {
-		rt.Fatalf("Wait joined %d errors, %d tasks failed: %v", len(errs), len(failed), out.waitErr)
+	if len(errs) != len(failed)+len(notStarted) {
+		rt.Fatalf("Wait joined %d errors, %d tasks failed and %d did not start: %v", len(errs), len(failed), len(notStarted), out.waitErr)
+	}
+	n := 0
+	for _, e := range errs {
+		if notStartedErr(e) {
+			n++
+		}
+	}
+	if n != len(notStarted) {
+		rt.Fatalf("Wait has %d errors of tasks that did not start, %d did not: %v", n, len(notStarted), out.waitErr)
 	}
 	for _, id := range failed {
 		n := 0
