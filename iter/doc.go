@@ -6,11 +6,12 @@
 //	if err != nil {
 //		return err
 //	}
-//	for job := range iter.Limit(ctx, slices.Values(jobs), lim) {
+//	jobs, errf := iter.LimitErr(ctx, slices.Values(todo), lim)
+//	for job := range jobs {
 //		do(job) // at most 5 jobs start in any second
 //	}
-//	if err := ctx.Err(); err != nil {
-//		return err // the loop ended early because ctx ended
+//	if err := errf(); err != nil {
+//		return err // the loop ended early: ctx ended, or lim refused
 //	}
 //
 // # The model
@@ -47,16 +48,21 @@
 // than it can ever grant). Breaking out stops the upstream sequence at once:
 // the wrapper returns false to it, and holds nothing afterwards.
 //
-// Limit, Limit2, Batch and Weighted end quietly; when the limiter is
-// never closed and every request fits it, the only early end is ctx, so
-// check ctx.Err() after the loop. The Err forms ([LimitErr], [Limit2Err],
-// [BatchErr], [WeightedErr]) also return a function that reports why the
-// last loop over the sequence ended: nil when the upstream ran out or the
-// body broke out, ctx's error when ctx ended (errors.Is(err,
-// context.Canceled), say), or the limiter's refusal wrapped with the
-// value's position, for errors.Is with [limiter.ErrClosed],
+// Limit, Limit2, Batch and Weighted end quietly. After the loop, ctx.Err()
+// tells whether ctx was cancelled or its deadline passed, and that is all
+// it can tell: it is still nil when the limiter refused (it was closed, its
+// queue was full, a value cost too much) and when the limiter foresaw that
+// the next value's permits would come after ctx's deadline, which ends the
+// loop at once, before the deadline. The Err forms ([LimitErr],
+// [Limit2Err], [BatchErr], [WeightedErr]) also return a function that
+// reports why the last loop over the sequence ended: nil when the upstream
+// ran out or the body broke out; ctx's error when ctx ended (errors.Is(err,
+// context.Canceled), say) or a foreseen deadline (errors.Is(err,
+// context.DeadlineExceeded)); otherwise the limiter's refusal wrapped with
+// the value's position, for errors.Is with [limiter.ErrClosed],
 // [limiter.ErrQueueFull], [limiter.ErrExceedsLimit] or
-// [limiter.ErrInvalidCount]:
+// [limiter.ErrInvalidCount]. Use them whenever the loop must know it saw
+// every value:
 //
 //	seq, errf := iter.WeightedErr(ctx, records, lim, Record.Units)
 //	for rec := range seq {
@@ -74,7 +80,8 @@
 //
 // When ctx has a deadline and the limiter can tell that the next value's
 // permits would come after it, the loop ends at once, before the deadline,
-// with an error for which errors.Is(err, context.DeadlineExceeded) holds.
+// and the Err forms report an error for which errors.Is(err,
+// context.DeadlineExceeded) holds.
 // A wrapper cannot interrupt the upstream sequence while it produces a
 // value: an upstream that blocks (reading a channel or a socket) should
 // watch ctx itself, as channel.Chan.All does.

@@ -21,10 +21,12 @@ var ErrInvalid = errors.New("iter: invalid argument")
 // goroutines bounds the bodies running at once.
 //
 // The loop ends when seq ends, when the body breaks out (which stops seq at
-// once), when ctx is done, or when lim refuses for good (closed, queue
-// full). It ends quietly: check ctx.Err() after the loop, or use [LimitErr]
-// to learn why it ended. A nil lim means no limit; a nil seq yields nothing.
-// The sequence can be ranged over more than once, each time anew.
+// once), when ctx is done, when lim foresees that the next permit would come
+// after ctx's deadline, or when lim refuses for good (closed, queue full).
+// It ends quietly: ctx.Err() after the loop tells only whether ctx ended;
+// use [LimitErr] to learn why the loop ended. A nil lim means no limit; a
+// nil seq yields nothing. The sequence can be ranged over more than once,
+// each time anew.
 func Limit[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limiter) stditer.Seq[V] {
 	s, _ := LimitErr(ctx, seq, lim)
 	return s

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// TestRangeLoop is the seed's table: 20 items at 5 per second come through
+// in groups of 5 at exactly 0, 1, 2 and 3 s.
+func TestRangeLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out bytes.Buffer
+		start := time.Now()
+		res, err := run(t.Context(), &out, defaultConfig)
+		t.Log("\n" + out.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if elapsed := time.Since(start); elapsed != 3*time.Second {
+			t.Errorf("the loop took %v, want 3s", elapsed)
+		}
+		check(t, defaultConfig, res)
+		for _, line := range []string{
+			"  item  1 at  0.000 s\n",
+			"  item  5 at  0.000 s\n",
+			"  item  6 at  1.000 s\n",
+			"  item 16 at  3.000 s\n",
+			"  item 20 at  3.000 s\n",
+			"20 items in 3.000 s; most in any 1s window: 5 (limit 5).\n",
+		} {
+			if !strings.Contains(out.String(), line) {
+				t.Errorf("output lacks %q", line)
+			}
+		}
+	})
+}
+
+func TestRangeLoopScaled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := config{Items: 11, Limit: 3, Window: 70 * time.Millisecond}
+		var out bytes.Buffer
+		res, err := run(t.Context(), &out, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, cfg, res)
+	})
+}
+
+func check(t *testing.T, cfg config, res result) {
+	t.Helper()
+	want := make([]int, cfg.Items)
+	for i := range want {
+		want[i] = i + 1
+	}
+	if !slices.Equal(res.Items, want) {
+		t.Errorf("items %v, want 1..%d in order", res.Items, cfg.Items)
+	}
+	for i, at := range res.Offsets {
+		if want := time.Duration(i/cfg.Limit) * cfg.Window; at != want {
+			t.Errorf("item %d at %v, want %v", i+1, at, want)
+		}
+	}
+	if res.MaxInWindow != cfg.Limit {
+		t.Errorf("most in a window %d, want exactly the limit %d", res.MaxInWindow, cfg.Limit)
+	}
+}
+
+// TestRangeLoopDeadline: a deadline the limiter foresees ends the loop at
+// once, and run says so although ctx.Err() is still nil then.
+func TestRangeLoopDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		res, err := run(ctx, &bytes.Buffer{}, defaultConfig)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("run: %v, want a deadline error", err)
+		}
+		if len(res.Items) != 10 || time.Since(start) != time.Second {
+			t.Errorf("%d items, ended at %v; want 10 at 1s (the 11th could pass only at 2s)", len(res.Items), time.Since(start))
+		}
+	})
+}
