@@ -98,7 +98,8 @@ func (c *Chan[T]) SendN(ctx context.Context, v T, n int) error {
 	var lease limiter.Lease
 	if c.lim != nil {
 		s := c.g.context(ctx)
-		l, err := c.lim.Acquire(s, n)
+		var err error
+		lease, err = c.lim.Acquire(s, n)
 		c.g.release(s)
 		if err != nil {
 			if errors.Is(err, context.Canceled) && ctx.Err() == nil && c.g.closed.Load() {
@@ -106,11 +107,10 @@ func (c *Chan[T]) SendN(ctx context.Context, v T, n int) error {
 			}
 			return err
 		}
-		lease = l
 	} else if n < 0 {
 		return fmt.Errorf("%w: %d", limiter.ErrInvalidCount, n)
 	}
-	return c.put(v, lease)
+	return c.put(v, &lease)
 }
 
 // TrySend sends v with a lease of one permit if the limiter grants it now;
@@ -136,19 +136,19 @@ func (c *Chan[T]) TrySendN(v T, n int) error {
 	} else if n < 0 {
 		return &LimitError{err: fmt.Errorf("%w: %d", limiter.ErrInvalidCount, n)}
 	}
-	return c.put(v, lease)
+	return c.put(v, &lease)
 }
 
 // put buffers v with its lease, or releases the lease if c was closed
-// meanwhile.
-func (c *Chan[T]) put(v T, lease limiter.Lease) error {
+// meanwhile. (The lease is passed by pointer: each copy of a Lease costs.)
+func (c *Chan[T]) put(v T, lease *limiter.Lease) error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		lease.Release()
 		return ErrClosed
 	}
-	c.q.push(v, &lease)
+	c.q.push(v, lease)
 	if c.nrecv > 0 {
 		c.signal()
 	}

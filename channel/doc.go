@@ -22,9 +22,11 @@
 //   - limiter.Chain(rate, concurrency) does both: producers throttled to N
 //     per M and at most K items buffered.
 //
-// The buffer is a ring that grows by doubling and shrinks by half when a
-// quarter full, so a steady flow allocates nothing per item and a drained
-// backlog gives its memory back.
+// The buffer is a ring that grows by doubling when full, so a steady flow
+// allocates nothing per item. It shrinks by half once the flow has run for
+// a whole ring's worth of receives without filling a quarter of it: a
+// drained backlog gives its memory back, while a buffer that fills and
+// empties in cycles keeps its size. Drain frees it at once.
 //
 // # Sending and receiving
 //
