@@ -22,6 +22,8 @@ var (
 	// ErrNoPerKey: GoKey or TryGoKey was called on a pool without
 	// Options.PerKey, or PerKey returned nil for the key.
 	ErrNoPerKey = errors.New("pool: no per-key limiter (Options.PerKey is nil or returned nil)")
+	// ErrNilTask: a nil task was submitted.
+	ErrNilTask = errors.New("pool: nil task")
 	// ErrInvalidOptions: New was given invalid Options; the message names
 	// the field.
 	ErrInvalidOptions = errors.New("pool: invalid options")
@@ -251,7 +253,7 @@ func (p *Pool) keyLimiter(key string) (limiter.Limiter, error) {
 // waits on the pool's life alone.
 func (p *Pool) submit(ctx context.Context, lim limiter.Limiter, try bool, task func(context.Context) error) error {
 	if task == nil {
-		return errors.New("pool: nil task")
+		return ErrNilTask
 	}
 	// Fast path: enter and reserve a slot in one compare-and-swap.
 	reserved := false
@@ -587,7 +589,8 @@ func (p *Pool) finish() {
 // task returned nil. A panic is a *PanicError. Errors of Go calls are not
 // included: Go returned them. With Options.Queue, the error of each queued
 // task that could not start (ErrClosed, the limiter's error) is included. Wait may be called any number of times, also
-// concurrently and after Close; each returns the same.
+// concurrently and after Close; each returns the same. A task must not call
+// Wait on its own pool: Wait would wait for it.
 func (p *Pool) Wait() error {
 	p.shut()
 	<-p.idle

@@ -379,7 +379,7 @@ func TestGoKey(t *testing.T) {
 			}
 			wg.Go(func() {
 				for range n {
-					p.GoKey(nil, host, func(context.Context) error {
+					p.GoKey(t.Context(), host, func(context.Context) error {
 						mu.Lock()
 						starts[host] = append(starts[host], time.Since(start))
 						mu.Unlock()
@@ -399,8 +399,11 @@ func TestGoKey(t *testing.T) {
 		}
 
 		p2 := mustPool(t, pool.Options{Workers: 1})
-		if err := p2.GoKey(nil, "a", func(context.Context) error { return nil }); !errors.Is(err, pool.ErrNoPerKey) {
+		if err := p2.GoKey(t.Context(), "a", func(context.Context) error { return nil }); !errors.Is(err, pool.ErrNoPerKey) {
 			t.Errorf("GoKey without PerKey: %v", err)
+		}
+		if err := p2.Go(nil); !errors.Is(err, pool.ErrNilTask) {
+			t.Errorf("Go(nil): %v", err)
 		}
 		p2.Wait()
 	})
