@@ -4,5 +4,4 @@ package bench
 // here so their go.mod entries exist before those benchmarks land; remove
 // this file once each is imported by a benchmark.
 import (
-	_ "github.com/juju/ratelimit"
 )

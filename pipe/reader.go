@@ -80,7 +80,7 @@ func (r *shapedReader) Read(p []byte) (int, error) {
 	if n <= 0 {
 		return n, err
 	}
-	l, k, werr := r.s.take(n)
+	l, k, werr := r.s.acquire(n)
 	if werr != nil {
 		r.stash(p[:n], err)
 		return 0, werr
@@ -108,7 +108,7 @@ func (r *shapedReader) readPending(p []byte) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	l, k, err := r.s.take(n)
+	l, k, err := r.s.acquire(n)
 	if err != nil {
 		return 0, err
 	}
@@ -137,7 +137,7 @@ func (r *Reader) WriteTo(w io.Writer) (int64, error) {
 	}
 	var total int64
 	for len(r.sr.pend) > 0 {
-		l, k, err := r.s.take(min(len(r.sr.pend), r.s.chunkSize()))
+		l, k, err := r.s.acquire(min(len(r.sr.pend), r.s.chunkSize()))
 		if err != nil {
 			return total, err
 		}

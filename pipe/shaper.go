@@ -25,6 +25,11 @@ const (
 	// progress line advances, a rate change applies soon, a deadline rarely
 	// falls inside one wait).
 	chunkTime = 100 * time.Millisecond
+
+	// osLate is how late an OS sleep (nanosleep) may wake, and osMin the
+	// shortest worth making rather than polling.
+	osLate = 150 * time.Microsecond
+	osMin  = 20 * time.Microsecond
 )
 
 // Optional methods through which a limiter says what it can grant. This
@@ -81,8 +86,10 @@ type shaper struct {
 	dl        *deadline // a Conn's read or write deadline; nil otherwise
 	bad       error     // a construction error every call returns
 
-	learned int // the largest grant that succeeded after an ErrExceedsLimit; 0: none
-	timer   *time.Timer
+	frozen   bool // the clock stood still across an OS sleep: use timers only
+	chunkNow int  // chunkSize
+	learned  int  // the largest grant that succeeded after an ErrExceedsLimit; 0: none
+	timer    *time.Timer
 }
 
 func (s *shaper) init(parent context.Context, lim limiter.Limiter, members []limiter.Limiter, opts Options) {
@@ -110,6 +117,7 @@ func (s *shaper) init(parent context.Context, lim limiter.Limiter, members []lim
 			s.known = false
 		}
 	}
+	s.refresh()
 }
 
 func (s *shaper) close() {
@@ -132,7 +140,17 @@ func (s *shaper) check() error {
 // smallest burst of the limiter (so that a waiter woken late by up to half
 // a burst's refill time loses nothing: the bucket keeps filling), at most
 // chunkTime's worth of the slowest rate, or Options.Chunk.
-func (s *shaper) chunkSize() int {
+//
+// It is computed when the stream is made and again whenever the stream has
+// to wait or is refused a piece as too large, so that the fast path (permits
+// at hand) reads one field, and a lowered rate or burst applies from the
+// piece after the one that meets it.
+func (s *shaper) chunkSize() int { return s.chunkNow }
+
+// refresh recomputes chunkSize from the limiter.
+func (s *shaper) refresh() { s.chunkNow = s.computeChunk() }
+
+func (s *shaper) computeChunk() int {
 	c := math.MaxInt
 	if s.chunk > 0 {
 		c = s.chunk
@@ -197,21 +215,28 @@ func (s *shaper) spinWindow(k int) time.Duration {
 	return timerSlack - tol
 }
 
-// take acquires up to k permits, waiting as needed, and returns the lease
-// and how many it holds (fewer than k only when the limiter said k is more
-// than it can ever grant, which the stream then remembers).
-func (s *shaper) take(k int) (limiter.Lease, int, error) {
+// acquire acquires up to k permits, waiting as needed, and returns the
+// lease and how many it holds (fewer than k only when the limiter said k is
+// more than it can ever grant, which the stream then remembers). Its fast
+// path, permits at hand, is one TryAcquire.
+func (s *shaper) acquire(k int) (limiter.Lease, int, error) {
+	l := s.lim.TryAcquire(k)
+	if l.Granted() {
+		return l, k, nil
+	}
+	return s.slow(k, l)
+}
+
+// slow is acquire after TryAcquire refused k permits with l.
+func (s *shaper) slow(k int, l limiter.Lease) (limiter.Lease, int, error) {
 	for {
-		if s.learned > 0 && k > s.learned {
-			k = s.learned
-		}
-		l := s.lim.TryAcquire(k)
-		if l.Granted() {
-			return l, k, nil
-		}
-		l, err := s.wait(k, l)
-		if err == nil {
-			return l, k, nil
+		var err error
+		if !errors.Is(l.Err(), limiter.ErrExceedsLimit) {
+			if l, err = s.wait(k, l); err == nil {
+				return l, k, nil
+			}
+		} else {
+			err = l.Err()
 		}
 		if !errors.Is(err, limiter.ErrExceedsLimit) || k <= 1 {
 			return l, 0, err
@@ -220,6 +245,10 @@ func (s *shaper) take(k int) (limiter.Lease, int, error) {
 		// lowered): ask for less from now on.
 		k = max(1, min(k/2, s.grantable()))
 		s.learned = k
+		s.refresh()
+		if l = s.lim.TryAcquire(k); l.Granted() {
+			return l, k, nil
+		}
 	}
 }
 
@@ -244,6 +273,7 @@ func (s *shaper) grantable() int {
 // would be (a queue ahead, a concurrency limit), waits in the limiter's
 // queue with Acquire, which serves waiters in order.
 func (s *shaper) wait(k int, l limiter.Lease) (limiter.Lease, error) {
+	s.refresh()
 	ctx := s.context()
 	missed := false
 	prev, still := time.Duration(-1), 0
@@ -308,6 +338,18 @@ func (s *shaper) wait(k int, l limiter.Lease) (limiter.Lease, error) {
 				return limiter.Lease{}, s.failure(err)
 			}
 			prev, still = r, 0
+			// Sleep with the OS as long as its lateness stays within what
+			// the limiter absorbs, then poll.
+			tol, _ := s.tolerance(k)
+			if d := min(r, r+tol-osLate); d >= osMin && !s.frozen {
+				t0 := time.Now()
+				if osSleep(d) {
+					if time.Since(t0) == 0 {
+						s.frozen = true // a synctest bubble: its clock moves only for timers
+					}
+					break
+				}
+			}
 			runtime.Gosched()
 		}
 		l = s.lim.TryAcquire(k)

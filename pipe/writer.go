@@ -61,7 +61,7 @@ func (w *Writer) Write(p []byte) (int, error) {
 func (s *shaper) write(dst io.Writer, p []byte) (int, error) {
 	written := 0
 	for written < len(p) {
-		l, k, err := s.take(min(len(p)-written, s.chunkSize()))
+		l, k, err := s.acquire(min(len(p)-written, s.chunkSize()))
 		if err != nil {
 			return written, err
 		}
