@@ -1,0 +1,54 @@
+package pipe_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"log"
+	"time"
+
+	"github.com/rategate/rategate/limiter"
+	"github.com/rategate/rategate/pipe"
+)
+
+// A bandwidth-capped copy: 96 KiB at 128 KiB/s, with a 32 KiB burst, takes
+// (96 - 32) / 128 s = half a second.
+func ExampleNewReader() {
+	lim, err := limiter.NewTokenBucket(limiter.TokenBucketOptions{
+		Rate:  limiter.Per(128<<10, time.Second), // 128 KiB/s
+		Burst: 32 << 10,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	src := bytes.NewReader(make([]byte, 96<<10))
+	var dst bytes.Buffer
+
+	start := time.Now()
+	n, err := io.Copy(&dst, pipe.NewReader(src, lim))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("copied %d bytes in %.1fs\n", n, time.Since(start).Seconds())
+	// Output: copied 98304 bytes in 0.5s
+}
+
+// A Monitor drives a progress line.
+func ExampleMonitor() {
+	lim, err := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(256<<10, time.Second), Burst: 16 << 10})
+	if err != nil {
+		log.Fatal(err)
+	}
+	const size = 80 << 10
+	mon := pipe.NewMonitor(size)
+	w, err := pipe.NewWriterOptions(io.Discard, lim, pipe.Options{Monitor: mon})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := w.Write(make([]byte, size)); err != nil {
+		log.Fatal(err)
+	}
+	p := mon.Progress()
+	fmt.Println(pipe.FormatBytes(p.Bytes), p.Done(), p.ETA)
+	// Output: 80.0 KiB true 0s
+}
