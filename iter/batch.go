@@ -19,7 +19,8 @@ import (
 // Each slice is newly allocated and belongs to the loop body. The lease of
 // a slice is held while the body runs on it (see [Limit]). k must not exceed
 // what lim can grant at once (a token bucket's Burst, a window's Limit):
-// otherwise the loop ends at the first slice with [limiter.ErrExceedsLimit].
+// otherwise the loop ends with [limiter.ErrExceedsLimit] at the first slice
+// larger than that.
 //
 // The loop ends as a [Limit] loop does; values gathered into a slice that
 // is not yielded (ctx ended, lim refused) are dropped. When ctx ends while

@@ -21,8 +21,9 @@
 // be), and only then hands the value to the loop body. So the body runs
 // no more often than the limiter grants: with the sliding log above, 20
 // values are yielded in groups of 5 at 0, 1, 2 and 3 s. The wrappers start
-// no goroutine and allocate nothing per value; they are range-over-func
-// iterators in the loop's own goroutine.
+// no goroutine: they are range-over-func iterators that run in the loop's
+// own goroutine, and only Batch allocates as values pass (each slice it
+// yields).
 //
 // What a value costs depends on the wrapper:
 //
@@ -120,6 +121,10 @@
 // # Unlimited
 //
 // A nil limiter means no limit: every value is yielded as the upstream
-// produces it, and only ctx can end the loop early. The wrappers' own cost
-// per value is then a few nanoseconds (see bench/ in the repository).
+// produces it, and only ctx can end the loop early. A wrapper's own cost is
+// then about the price of the ctx check: on the machine of bench/ in the
+// repository, Limit with a nil limiter costs 6-10 ns a value with
+// context.Background and 15-20 ns with a cancellable ctx, against 1.3 ns
+// for a bare range-over-func loop, and allocates nothing. With a limiter,
+// each value costs a call of its Acquire.
 package iter

@@ -26,9 +26,6 @@ func Example() {
 	for job := range iter.Limit(ctx, slices.Values(jobs), lim) {
 		fmt.Printf("job %s at %v\n", job, time.Since(start).Truncate(100*time.Millisecond))
 	}
-	if err := ctx.Err(); err != nil {
-		fmt.Println("stopped early:", err)
-	}
 	// Output:
 	// job a at 0s
 	// job b at 0s
