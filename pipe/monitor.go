@@ -95,8 +95,10 @@ func (p Progress) String() string {
 	switch {
 	case p.Done():
 		fmt.Fprintf(&b, ", done in %v", p.Elapsed.Round(time.Millisecond))
-	case p.ETA >= 0:
+	case p.ETA >= 10*time.Second:
 		fmt.Fprintf(&b, ", ETA %v", p.ETA.Round(time.Second))
+	case p.ETA >= 0:
+		fmt.Fprintf(&b, ", ETA %v", p.ETA.Round(100*time.Millisecond))
 	case p.Total > 0:
 		b.WriteString(", ETA unknown")
 	}
