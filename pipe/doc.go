@@ -35,16 +35,22 @@
 //
 // # Waiting
 //
-// Timers on Linux wake up to a millisecond late. A bucket whose half burst
-// refills in more than 2 ms absorbs that; a smaller one (32 KiB at
-// 100 MB/s refills in 330 µs) would lose most of its rate to late timers, so
-// the stream sleeps only until shortly before its permits are due and polls
-// the limiter for the rest, which keeps one core busy while it waits
-// (Options.Spin tunes or disables this). Waits use the limiter's TryAcquire
-// and one reusable timer per stream, so a Read or Write allocates nothing;
-// a stream whose permits were taken by others meanwhile, or whose limiter
-// cannot tell when permits will come, waits in the limiter's queue with
-// Acquire instead.
+// Go's timers on Linux wake about a millisecond late. A bucket whose spare
+// half burst refills in more than 2 ms absorbs that: the stream sleeps on a
+// timer and loses nothing. A smaller one (32 KiB at 100 MB/s refills its
+// half in 164 µs) would lose most of its rate to late timers (as
+// juju/ratelimit does: 58% at that setting), so the stream sleeps on a timer
+// only until shortly before its permits are due, and then, on Linux, with
+// nanosleep (late by tens of microseconds, which the bucket absorbs) or by
+// polling the limiter for the last stretch. Options.Spin tunes this or turns
+// it off. Waits use the limiter's TryAcquire and one reusable timer per
+// stream, so a Read or Write allocates nothing; a stream whose permits were
+// taken by others meanwhile, or whose limiter cannot tell when permits will
+// come, waits in the limiter's queue with Acquire instead, in its order.
+//
+// Accuracy on a real clock still depends on the process being scheduled in
+// time: on a loaded machine, a 32 KiB bucket at 100 MB/s loses whatever
+// arrives while the reader is descheduled; a larger burst absorbs that too.
 //
 // # Cancellation
 //

@@ -171,3 +171,5 @@ func (r *bytesReaderT) WriteTo(w io.Writer) (int64, error) {
 func sortDeliveries(ds []delivery) {
 	slices.SortStableFunc(ds, func(a, b delivery) int { return cmp.Compare(a.at, b.at) })
 }
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }

@@ -39,13 +39,14 @@ type Options struct {
 	// a smaller size. Negative is an error.
 	Chunk int
 
-	// Spin is how much of the end of each wait for permits is spent polling
-	// the limiter (yielding the processor between polls) instead of sleeping
-	// on a timer, which on Linux wakes up to a millisecond late. Zero
-	// decides per wait: a token bucket whose burst keeps filling for more
-	// than 2 ms past the wanted instant loses nothing to a late timer, so
-	// only smaller bursts (and pacers) spin. Negative never spins, which
-	// saves the CPU and costs throughput when the burst is small for the rate.
+	// Spin is how much of the end of each wait for permits is spent in
+	// precise sleeps (nanosleep on Linux, tens of microseconds late) and
+	// polling the limiter, rather than on a Go timer, which on Linux wakes
+	// about a millisecond late. Zero decides per wait: a token bucket whose
+	// spare burst keeps filling for more than 2 ms past the wanted instant
+	// loses nothing to a late timer, so only smaller bursts (and pacers) wait
+	// precisely, for the last 2 ms. Negative always uses timers, which costs
+	// throughput when the burst is small for the rate.
 	Spin time.Duration
 
 	// Monitor, if not nil, counts every byte the stream delivers.
