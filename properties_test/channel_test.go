@@ -3,8 +3,10 @@ package properties_test
 // Properties of channel.Chan (package channel), proved against every
 // limiter of package limiter:
 //
-//   - TestChannelLeases (a rapid state machine in a synctest bubble): after
-//     every step, once every goroutine has settled, the leases outstanding
+//   - TestChannelLeases (a rapid state machine in a synctest bubble): at
+//     every grant and every release, the Chan never buffers more items than
+//     there are leases outstanding; after every step, once every goroutine
+//     has settled, the leases outstanding
 //     (granted by the limiter and not yet released, counted by a wrapping
 //     limiter) number exactly the items buffered (Chan.Len, and the model's
 //     count), and their permits are the buffered items' weights; no lease is
@@ -19,8 +21,9 @@ package properties_test
 //     pauses and the Chan is closed at a drawn instant; the grants keep the
 //     limiter's bound over every window, a Concurrency limiter's permits in
 //     use never exceed its limit, each producer's items arrive in the order
-//     sent, every item sent is received or drained exactly once, and every
-//     lease is released exactly once.
+//     sent, every item sent is received or drained exactly once, every
+//     lease is released exactly once, and at every grant and release the
+//     Chan buffers no more items than there are leases outstanding.
 
 import (
 	"context"
@@ -43,7 +46,8 @@ import (
 type chanObserver struct {
 	inner limiter.Limiter
 	start time.Time
-	limit int64 // concurrency limit to check at every grant; 0: none
+	limit int64      // concurrency limit to check at every grant; 0: none
+	len   func() int // the Chan's Len, checked at every grant and release
 
 	mu          sync.Mutex
 	grants      []grant
@@ -70,6 +74,7 @@ func (r chanRelease) ReleasePermits(int) {
 		o.outstanding--
 		o.permits -= int64(o.weights[r.id])
 	}
+	o.checkLen("release")
 	o.mu.Unlock()
 	r.inner.Release()
 }
@@ -86,10 +91,25 @@ func (o *chanObserver) wrap(l limiter.Lease) limiter.Lease {
 	o.outstanding++
 	o.permits += int64(l.Permits())
 	o.grants = append(o.grants, grant{at: time.Since(o.start), n: int64(l.Permits()), who: fmt.Sprintf("lease%d", id)})
+	o.checkLen("grant")
 	if o.limit > 0 && o.permits > o.limit {
 		o.violations = append(o.violations, fmt.Sprintf("at %v: %d permits held by buffered items, over the limit %d", time.Since(o.start), o.permits, o.limit))
 	}
 	return limiter.NewLease(l.Permits(), chanRelease{o, id, l})
+}
+
+// checkLen records a violation if the Chan buffers more items than the
+// leases outstanding. Called with o.mu held: a send's grant is recorded
+// before its item is buffered, and a receive takes the item out before it
+// releases the lease, so under o.mu the Chan can never be seen holding an
+// item without its lease.
+func (o *chanObserver) checkLen(when string) {
+	if o.len == nil {
+		return
+	}
+	if n := o.len(); n > o.outstanding {
+		o.violations = append(o.violations, fmt.Sprintf("at a %s at %v: %d items buffered but only %d leases outstanding", when, time.Since(o.start), n, o.outstanding))
+	}
 }
 
 func (o *chanObserver) TryAcquire(n int) limiter.Lease { return o.wrap(o.inner.TryAcquire(n)) }
@@ -177,6 +197,7 @@ func chanLeasesMachine(st *rapid.T, c config) {
 		st.Fatalf("%v: %v", c, err)
 	}
 	ch := channel.New[int](obs)
+	obs.len = ch.Len
 
 	var (
 		mu       sync.Mutex // guards the pendings' fields written by their goroutines
@@ -593,6 +614,9 @@ func TestChannelSendBound(t *testing.T) {
 
 func chanRunPlan(pn *panics, obs *chanObserver, plan chanPlan) chanOutcome {
 	ch := channel.New[chanItem](obs)
+	obs.mu.Lock()
+	obs.len = ch.Len
+	obs.mu.Unlock()
 	out := chanOutcome{sent: map[chanItem]bool{}}
 	var mu sync.Mutex
 	fail := func(format string, args ...any) {
