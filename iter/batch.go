@@ -56,12 +56,11 @@ func BatchErr[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limite
 		flush := func() bool {
 			b := buf
 			buf = nil
-			if !g.enter(len(b)) {
+			lease, ok := g.pass(len(b))
+			if !ok {
 				return false
 			}
-			ok := yield(b)
-			g.leave(len(b))
-			return ok
+			return g.yield(lease, len(b), func() bool { return yield(b) })
 		}
 		ended := false // the loop ended before seq did
 		seq(func(v V) bool {

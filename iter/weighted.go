@@ -52,11 +52,29 @@ func WeightedErr[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Lim
 				g.refused(n, limiter.ErrInvalidCount)
 				return false
 			}
-			if !g.enter(n) {
+			if g.stopped() {
 				return false
 			}
+			if g.lim == nil {
+				g.item++
+				return yield(v)
+			}
+			// As in Limit: Acquire here, the lease in a local variable.
+			lease, err := g.lim.Acquire(g.ctx, n)
+			if err != nil {
+				g.refused(n, err)
+				return false
+			}
+			released := false
+			defer func() {
+				if !released {
+					lease.Release() // the body panicked
+				}
+			}()
 			ok := yield(v)
-			g.leave(1)
+			released = true
+			lease.Release()
+			g.item++
 			return ok
 		})
 	}, errf
