@@ -86,6 +86,10 @@ func (c *Concurrency) TryAcquire(n int) Lease {
 // Acquire waits until n permits are free; see Limiter. Release the lease
 // when done with it.
 func (c *Concurrency) Acquire(ctx context.Context, n int) (Lease, error) {
+	// When nobody waits and n permits are free, take them without a lock.
+	if c.gate.Load() == 0 && n >= 0 && int64(n) <= c.p.limit.Load() && ctx.Err() == nil && c.p.tryTake(int64(n)) {
+		return c.grant(n), nil
+	}
 	return c.acquire(ctx, n)
 }
 

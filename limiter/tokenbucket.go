@@ -55,8 +55,14 @@ func (t *TokenBucket) TryAcquire(n int) Lease {
 	return t.tryAcquire(n)
 }
 
-// Acquire waits until n permits are granted; see Limiter.
+// Acquire waits until n permits are granted; see Limiter. When nobody
+// waits and the bucket holds n permits, it takes them without a lock.
 func (t *TokenBucket) Acquire(ctx context.Context, n int) (Lease, error) {
+	if t.gate.Load() == 0 && n >= 0 && ctx.Err() == nil {
+		if st, _ := t.g.tryTake(t.now(), int64(n)); st == takeOK {
+			return t.grant(n), nil
+		}
+	}
 	return t.acquire(ctx, n)
 }
 
@@ -153,8 +159,14 @@ func (l *LeakyBucket) TryAcquire(n int) Lease {
 	return l.tryAcquire(n)
 }
 
-// Acquire waits for the pacer's next slot; see Limiter.
+// Acquire waits for the pacer's next slot; see Limiter. When nobody waits
+// and the slot has come, it takes it without a lock.
 func (l *LeakyBucket) Acquire(ctx context.Context, n int) (Lease, error) {
+	if l.gate.Load() == 0 && n >= 0 && ctx.Err() == nil {
+		if st, _ := l.g.tryTake(l.now(), int64(n)); st == takeOK {
+			return l.grant(n), nil
+		}
+	}
 	return l.acquire(ctx, n)
 }
 
