@@ -16,6 +16,7 @@ package bench
 // timers only.
 
 import (
+	"flag"
 	"io"
 	"syscall"
 	"testing"
@@ -196,3 +197,55 @@ func pipeCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// TestPipeRealClock measures, on the real clock, the throughput of a pipe
+// Reader (or Writer) across rates, bursts and read sizes, as a percentage
+// of the limit, with the CPU it used. It takes about 25 s, so it runs only
+// when asked:
+//
+//	go test -run TestPipeRealClock -v -pipe.realclock
+func TestPipeRealClock(t *testing.T) {
+	if !*pipeRealClock {
+		t.Skip("pass -pipe.realclock to run")
+	}
+	cases := []struct {
+		name      string
+		rate      int
+		burst, rd int
+		writer    bool
+	}{
+		{"1KiB/s burst=1KiB read=1B", 1 << 10, 1 << 10, 1, false},
+		{"1KiB/s burst=1B read=1B", 1 << 10, 1, 1, false},
+		{"1MiB/s burst=32KiB read=32KiB", 1 << 20, 32 << 10, 32 << 10, false},
+		{"100MB/s burst=32KiB read=32KiB", pipeLimit, 32 << 10, 32 << 10, false},
+		{"100MB/s burst=32KiB write=32KiB", pipeLimit, 32 << 10, 32 << 10, true},
+		{"100MB/s burst=1MiB read=32KiB", pipeLimit, 1 << 20, 32 << 10, false},
+		{"1GiB/s burst=1MiB read=1MiB", 1 << 30, 1 << 20, 1 << 20, false},
+		{"1GiB/s burst=64KiB read=64KiB", 1 << 30, 64 << 10, 64 << 10, false},
+	}
+	t.Log("| configuration | % of limit | cpu% |")
+	t.Log("| --- | --- | --- |")
+	for _, c := range cases {
+		lim := must(limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(c.rate, time.Second), Burst: c.burst}))
+		buf := make([]byte, c.rd)
+		r := pipe.NewReader(pipeNoCopy{}, lim)
+		w := pipe.NewWriter(io.Discard, lim)
+		var total int64
+		cpu0 := pipeCPU()
+		lim.TryAcquire(c.burst)
+		start := time.Now()
+		for time.Since(start) < 3*time.Second {
+			var n int
+			if c.writer {
+				n, _ = w.Write(buf)
+			} else {
+				n, _ = r.Read(buf)
+			}
+			total += int64(n)
+		}
+		wall := time.Since(start)
+		t.Logf("| %s | %.2f | %.0f |", c.name, 100*float64(total)/wall.Seconds()/float64(c.rate), 100*(pipeCPU()-cpu0).Seconds()/wall.Seconds())
+	}
+}
+
+var pipeRealClock = flag.Bool("pipe.realclock", false, "run TestPipeRealClock")
