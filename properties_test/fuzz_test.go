@@ -3,6 +3,7 @@ package properties_test
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -176,8 +177,8 @@ func FuzzNewTokenBucket(f *testing.F) {
 	f.Add(1, int64(0), 1, 0, 0, int64(0))
 	f.Add(1, int64(time.Second), 0, 0, 0, int64(0))
 	f.Add(1, int64(-1), -1, -1, 2, int64(-1))
-	f.Add(1, int64(1<<62), 1<<40, 0, 0, int64(0))
-	f.Add(1<<40, int64(1), 1<<62, 0, 0, int64(0))
+	f.Add(1, int64(1<<62), math.MaxInt, 0, 0, int64(0))
+	f.Add(math.MaxInt, int64(1), math.MaxInt/2, 0, 0, int64(0))
 	f.Fuzz(func(t *testing.T, events int, per int64, burst, qLimit, order int, spin int64) {
 		opts := limiter.TokenBucketOptions{Rate: limiter.Per(events, time.Duration(per)), Burst: burst, Queue: queueOpts(qLimit, order, spin)}
 		what := fmt.Sprintf("NewTokenBucket(%+v)", opts)
@@ -220,7 +221,7 @@ func FuzzNewFixedWindow(f *testing.F) {
 	f.Add(0, int64(time.Second), 0, 0, int64(0))
 	f.Add(5, int64(0), 0, 0, int64(0))
 	f.Add(-3, int64(-3), -3, -3, int64(-3))
-	f.Add(1<<62, int64(1<<62), 1<<62, 0, int64(1<<62))
+	f.Add(math.MaxInt, int64(1<<62), math.MaxInt, 0, int64(1<<62))
 	f.Fuzz(func(t *testing.T, limit int, window int64, qLimit, order int, spin int64) {
 		opts := limiter.FixedWindowOptions{Limit: limit, Window: time.Duration(window), Queue: queueOpts(qLimit, order, spin)}
 		what := fmt.Sprintf("NewFixedWindow(%+v)", opts)
@@ -244,7 +245,7 @@ func FuzzNewSlidingWindow(f *testing.F) {
 	f.Add(3, int64(time.Hour), 1<<20+1, 0, 0, int64(0))
 	f.Add(1, int64(time.Second), 0, 0, 0, int64(0))
 	f.Add(0, int64(0), -1, -1, -1, int64(-1))
-	f.Add(1<<62, int64(1<<62), 7, 0, 0, int64(0))
+	f.Add(math.MaxInt, int64(1<<62), 7, 0, 0, int64(0))
 	f.Fuzz(func(t *testing.T, limit int, window int64, segments, qLimit, order int, spin int64) {
 		opts := limiter.SlidingWindowOptions{Limit: limit, Window: time.Duration(window), Segments: segments, Queue: queueOpts(qLimit, order, spin)}
 		what := fmt.Sprintf("NewSlidingWindow(%+v)", opts)
@@ -267,7 +268,7 @@ func FuzzNewSlidingLog(f *testing.F) {
 	f.Add(0, int64(time.Second), 0, 0, int64(0))
 	f.Add(1, int64(-1), 0, 0, int64(0))
 	f.Add(-1, int64(1), 0, 5, int64(0))
-	f.Add(1<<62, int64(1<<62), 0, 0, int64(1<<62))
+	f.Add(math.MaxInt, int64(1<<62), 0, 0, int64(1<<62))
 	f.Fuzz(func(t *testing.T, limit int, window int64, qLimit, order int, spin int64) {
 		opts := limiter.SlidingLogOptions{Limit: limit, Window: time.Duration(window), Queue: queueOpts(qLimit, order, spin)}
 		what := fmt.Sprintf("NewSlidingLog(%+v)", opts)
@@ -288,7 +289,7 @@ func FuzzNewConcurrency(f *testing.F) {
 	f.Add(1, 1, 1, int64(time.Millisecond))
 	f.Add(0, 0, 0, int64(0))
 	f.Add(-1, -1, -1, int64(-1))
-	f.Add(1<<62, 1<<62, 0, int64(0))
+	f.Add(math.MaxInt, math.MaxInt, 0, int64(0))
 	f.Fuzz(func(t *testing.T, limit, qLimit, order int, spin int64) {
 		opts := limiter.ConcurrencyOptions{Limit: limit, Queue: queueOpts(qLimit, order, spin)}
 		what := fmt.Sprintf("NewConcurrency(%+v)", opts)
