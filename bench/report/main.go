@@ -7,6 +7,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/csv"
 	"fmt"
 	"io"
@@ -107,20 +108,64 @@ func num(v float64) string {
 	return strconv.FormatFloat(v, 'f', -1, 64)
 }
 
-// pairs are the ratios worth reading: each rategate limiter against the
-// peer that does the same job.
-var pairs = []struct{ rg, peer string }{
-	{"rategate-tokenbucket", "xrate"},
-	{"rategate-tokenbucket", "xrate-inf"},
-	{"rategate-tokenbucket", "uber"},
-	{"rategate-tokenbucket", "clock-since"},
-	{"rategate-leakybucket", "uber"},
-	{"rategate-leakybucket", "xrate"},
-	{"rategate-concurrency", "semaphore"},
-	{"rategate-fixedwindow", "xrate"},
-	{"rategate-slidingwindow", "xrate"},
-	{"rategate-slidinglog", "xrate"},
-	{"rategate-keyed-1M", "map-lookup-1M"},
+// pairs are the ratios worth reading: each rategate implementation against
+// the peer that does the same job, by sec/op unless unit says otherwise. An
+// empty group matches every group.
+var pairs = []struct{ group, rg, peer, unit string }{
+	{"", "rategate-tokenbucket", "xrate", ""},
+	{"", "rategate-tokenbucket", "xrate-inf", ""},
+	{"", "rategate-tokenbucket", "uber", ""},
+	{"", "rategate-tokenbucket", "clock-since", ""},
+	{"", "rategate-leakybucket", "uber", ""},
+	{"", "rategate-leakybucket", "xrate", ""},
+	{"", "rategate-concurrency", "semaphore", ""},
+	{"", "rategate-fixedwindow", "xrate", ""},
+	{"", "rategate-slidingwindow", "xrate", ""},
+	{"", "rategate-slidinglog", "xrate", ""},
+	{"", "rategate-keyed-1M", "map-lookup-1M", ""},
+	{"ChanPair", "chan-unlimited", "gochan", ""},
+	{"ChanPair", "chan-unlimited", "xrate-wait-gochan", ""},
+	{"ChanPair", "chan-tokenbucket", "xrate-wait-gochan-huge", ""},
+	{"ChanFlow", "chan-concurrency-bounded", "gochan", ""},
+	{"PipeUnlimited", "rategate", "plain", ""},
+	{"PipeRate", "rategate", "juju", ""},
+	{"Pool", "rategate", "errgroup", "sec/task"},
+	{"Pool", "rategate", "conc", "sec/task"},
+	{"Pool", "rategate", "pond", "sec/task"},
+	{"Pool", "rategate-queue", "pond", "sec/task"},
+}
+
+// split parts an implementation's name from its setting: in
+// "impl=rategate/workers=2" or "burst=32KiB/juju" the implementation is
+// "rategate" or "juju", and the setting "workers=2" or "burst=32KiB".
+func split(impl string) (name, setting string) {
+	segs := strings.Split(impl, "/")
+	at := len(segs) - 1
+	for i, s := range segs {
+		if v, ok := strings.CutPrefix(s, "impl="); ok {
+			segs[i], at = v, i
+			break
+		}
+	}
+	name = segs[at]
+	return name, strings.Join(slices.Delete(segs, at, at+1), "/")
+}
+
+// extraUnits are the units of group other than time, bytes and allocations
+// (a benchmark's own metrics, such as %limit), in order of appearance.
+func (t *table) extraUnits(group string) []string {
+	var us []string
+	for _, impl := range t.impls[group] {
+		for _, p := range t.procs {
+			for u := range t.values[key{group, impl, p}] {
+				if u != "sec/op" && u != "B/op" && u != "allocs/op" && !slices.Contains(us, u) {
+					us = append(us, u)
+				}
+			}
+		}
+	}
+	slices.Sort(us)
+	return us
 }
 
 func main() {
@@ -139,8 +184,17 @@ func main() {
 		for _, p := range t.procs {
 			fmt.Printf(" ns/op (GOMAXPROCS=%d) |", p)
 		}
+		extra := t.extraUnits(g)
+		for _, u := range extra {
+			for _, p := range t.procs {
+				fmt.Printf(" %s (GOMAXPROCS=%d) |", strings.Replace(u, "sec/", "ns/", 1), p)
+			}
+		}
 		fmt.Print(" B/op | allocs/op |\n| --- |")
 		for range t.procs {
+			fmt.Print(" ---: |")
+		}
+		for range len(extra) * len(t.procs) {
 			fmt.Print(" ---: |")
 		}
 		fmt.Println(" ---: | ---: |")
@@ -148,6 +202,15 @@ func main() {
 			fmt.Printf("| %s |", impl)
 			for _, p := range t.procs {
 				fmt.Printf(" %s |", ns(t.get(g, impl, p, "sec/op")))
+			}
+			for _, u := range extra {
+				for _, p := range t.procs {
+					if strings.HasPrefix(u, "sec/") {
+						fmt.Printf(" %s |", ns(t.get(g, impl, p, u)))
+					} else {
+						fmt.Printf(" %s |", short(t.get(g, impl, p, u)))
+					}
+				}
 			}
 			// Allocations do not depend on GOMAXPROCS here; show the worst.
 			b, a := math.NaN(), math.NaN()
@@ -160,15 +223,36 @@ func main() {
 		fmt.Println()
 		var rows []string
 		for _, pr := range pairs {
-			if !slices.Contains(t.impls[g], pr.rg) || !slices.Contains(t.impls[g], pr.peer) {
+			if pr.group != "" && pr.group != g {
 				continue
 			}
-			row := fmt.Sprintf("| %s / %s |", pr.rg, pr.peer)
-			for _, p := range t.procs {
-				a, b := t.get(g, pr.rg, p, "sec/op"), t.get(g, pr.peer, p, "sec/op")
-				row += fmt.Sprintf(" %.2f |", a/b)
+			for _, impl := range t.impls[g] {
+				name, setting := split(impl)
+				if name != pr.rg {
+					continue
+				}
+				peer := pr.peer
+				if setting != "" {
+					peer = join(g, pr.peer, setting, t.impls[g])
+				}
+				if !slices.Contains(t.impls[g], peer) {
+					continue
+				}
+				unit := cmp.Or(pr.unit, "sec/op")
+				label := pr.rg + " / " + pr.peer
+				if unit != "sec/op" {
+					label += " (" + strings.Replace(unit, "sec/", "ns/", 1) + ")"
+				}
+				if setting != "" {
+					label = setting + ": " + label
+				}
+				row := fmt.Sprintf("| %s |", label)
+				for _, p := range t.procs {
+					a, b := t.get(g, impl, p, unit), t.get(g, peer, p, unit)
+					row += fmt.Sprintf(" %.2f |", a/b)
+				}
+				rows = append(rows, row)
 			}
-			rows = append(rows, row)
 		}
 		if len(rows) > 0 {
 			fmt.Print("| ratio (lower is better for rategate) |")
@@ -186,6 +270,24 @@ func main() {
 			fmt.Println()
 		}
 	}
+}
+
+// join finds the implementation of group named name with the given setting.
+func join(group, name, setting string, impls []string) string {
+	for _, impl := range impls {
+		if n, s := split(impl); n == name && s == setting {
+			return impl
+		}
+	}
+	return ""
+}
+
+// short formats a benchmark's own metric with three significant digits.
+func short(v float64) string {
+	if math.IsNaN(v) {
+		return "–"
+	}
+	return strconv.FormatFloat(v, 'g', 3, 64)
 }
 
 func nanMax(a, b float64) float64 {
