@@ -43,7 +43,8 @@ type mapResult[R any] struct {
 // waits too); while they wait, no more calls start and seq is not read
 // further. seq is ranged over on another goroutine.
 //
-// A call that panics yields a *PanicError. When a call cannot start (ctx
+// A call that panics yields a *PanicError, one that calls runtime.Goexit
+// ErrGoexit. When a call cannot start (ctx
 // ended, the limiter refused with an error), Map yields that error as its
 // last pair, after the results of the calls already started. Breaking out of
 // the loop, or ctx ending, cancels the context the calls get and stops
@@ -61,23 +62,15 @@ func Map[T, R any](ctx context.Context, seq iter.Seq[T], f func(context.Context,
 			return
 		}
 		defer p.Close()
-		call := func(tctx context.Context, v T) (r R, err error) {
-			defer func() {
-				if x := recover(); x != nil {
-					err = &PanicError{Value: x, Stack: debug.Stack()}
-				}
-			}()
-			return f(tctx, v)
-		}
 		if opts.Order == CompletionOrder {
-			mapCompletion(cancel, p, seq, call, opts.Workers, yield)
+			mapCompletion(cancel, p, seq, f, opts.Workers, yield)
 		} else {
-			mapInput(cancel, p, seq, call, opts.Workers, yield)
+			mapInput(cancel, p, seq, f, opts.Workers, yield)
 		}
 	}
 }
 
-func mapInput[T, R any](cancel context.CancelFunc, p *Pool, seq iter.Seq[T], call func(context.Context, T) (R, error), workers int, yield func(R, error) bool) {
+func mapInput[T, R any](cancel context.CancelFunc, p *Pool, seq iter.Seq[T], f func(context.Context, T) (R, error), workers int, yield func(R, error) bool) {
 	// Each input gets a one-result channel, queued in input order; the
 	// queue holds Workers of them, so at most 2·Workers results are held.
 	slots := make(chan chan mapResult[R], workers)
@@ -87,11 +80,7 @@ func mapInput[T, R any](cancel context.CancelFunc, p *Pool, seq iter.Seq[T], cal
 		defer close(slots)
 		for v := range seq {
 			c := make(chan mapResult[R], 1)
-			err := p.Go(func(tctx context.Context) error {
-				r, err := call(tctx, v)
-				c <- mapResult[R]{r, err}
-				return nil
-			})
+			err := p.Go(mapTask(f, v, c))
 			if err != nil {
 				c <- mapResult[R]{err: err}
 			}
@@ -115,21 +104,19 @@ func mapInput[T, R any](cancel context.CancelFunc, p *Pool, seq iter.Seq[T], cal
 	}
 }
 
-func mapCompletion[T, R any](cancel context.CancelFunc, p *Pool, seq iter.Seq[T], call func(context.Context, T) (R, error), workers int, yield func(R, error) bool) {
+func mapCompletion[T, R any](cancel context.CancelFunc, p *Pool, seq iter.Seq[T], f func(context.Context, T) (R, error), workers int, yield func(R, error) bool) {
 	results := make(chan mapResult[R], workers)
 	go func() {
 		defer close(results)
-		defer p.Wait()
+		var err error
 		for v := range seq {
-			err := p.Go(func(tctx context.Context) error {
-				r, err := call(tctx, v)
-				results <- mapResult[R]{r, err} // the consumer reads results until it is closed
-				return nil
-			})
-			if err != nil {
-				results <- mapResult[R]{err: err}
-				return
+			if err = p.Go(mapTask(f, v, results)); err != nil {
+				break
 			}
+		}
+		p.Wait()
+		if err != nil { // after every result: the consumer reads results until it is closed
+			results <- mapResult[R]{err: err}
 		}
 	}()
 	defer func() {
@@ -141,5 +128,22 @@ func mapCompletion[T, R any](cancel context.CancelFunc, p *Pool, seq iter.Seq[T]
 		if !yield(r.v, r.err) {
 			return
 		}
+	}
+}
+
+// mapTask is the pool task that calls f(v) and sends its result to out, also
+// when f panics (a *PanicError) or calls runtime.Goexit (ErrGoexit), so that
+// every started call delivers exactly one result.
+func mapTask[T, R any](f func(context.Context, T) (R, error), v T, out chan<- mapResult[R]) func(context.Context) error {
+	return func(ctx context.Context) error {
+		res := mapResult[R]{err: ErrGoexit} // kept only if f never returns
+		defer func() {
+			if x := recover(); x != nil {
+				res = mapResult[R]{err: &PanicError{Value: x, Stack: debug.Stack()}}
+			}
+			out <- res
+		}()
+		res.v, res.err = f(ctx, v)
+		return nil
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/rategate/rategate/limiter"
 	"github.com/rategate/rategate/pool"
 )
 
@@ -200,4 +201,65 @@ func TestMapLimiter(t *testing.T) {
 			t.Errorf("starts %v, want %v", got, want)
 		}
 	})
+}
+
+// TestMapGoexit: a call that ends with runtime.Goexit (t.FailNow, for one)
+// yields ErrGoexit for its value, and the iterator still ends, in both
+// orders.
+func TestMapGoexit(t *testing.T) {
+	for _, order := range []pool.Order{pool.InputOrder, pool.CompletionOrder} {
+		synctest.Test(t, func(t *testing.T) {
+			var read atomic.Int64
+			f := func(ctx context.Context, i int) (int, error) {
+				if i == 1 {
+					runtimeGoexit()
+				}
+				return i, nil
+			}
+			var got []int
+			goexits := 0
+			for r, err := range pool.Map(t.Context(), count(3, &read), f, pool.MapOptions{Workers: 2, Order: order}) {
+				switch {
+				case errors.Is(err, pool.ErrGoexit):
+					goexits++
+				case err != nil:
+					t.Errorf("order %d: %v", order, err)
+				default:
+					got = append(got, r)
+				}
+			}
+			slices.Sort(got)
+			if goexits != 1 || !slices.Equal(got, []int{0, 2}) {
+				t.Errorf("order %d: results %v and %d ErrGoexit, want [0 2] and 1", order, got, goexits)
+			}
+		})
+	}
+}
+
+// TestMapStartErrorIsLast: when a call cannot start (here the limiter is
+// closed), that error is the last pair, after the result of a call that was
+// already running, in both orders.
+func TestMapStartErrorIsLast(t *testing.T) {
+	for _, order := range []pool.Order{pool.InputOrder, pool.CompletionOrder} {
+		synctest.Test(t, func(t *testing.T) {
+			var read atomic.Int64
+			lim := slidingLog(t, 100, time.Second)
+			f := func(ctx context.Context, i int) (int, error) {
+				switch i {
+				case 0:
+					time.Sleep(time.Second)
+				case 1:
+					lim.Close()
+				}
+				return i, nil
+			}
+			var errs []error
+			for _, err := range pool.Map(t.Context(), count(5, &read), f, pool.MapOptions{Workers: 2, Limiter: lim, Order: order}) {
+				errs = append(errs, err)
+			}
+			if len(errs) != 3 || errs[0] != nil || errs[1] != nil || !errors.Is(errs[2], limiter.ErrClosed) {
+				t.Errorf("order %d: errors %v, want nil, nil, ErrClosed", order, errs)
+			}
+		})
+	}
 }
