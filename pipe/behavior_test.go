@@ -318,3 +318,35 @@ func TestZeroAllocs(t *testing.T) {
 }
 
 var _ = bytes.MinRead
+
+// TestSpinWaitHonoursClose: with a long Options.Spin, the precise end of a
+// wait (nanosleep on Linux, polling elsewhere) still notices Close within
+// a bounded delay rather than sleeping through the whole wait. On the real
+// clock: nanosleep does not run in a synctest bubble. The bound (1 s for a
+// 3 s wait) is loose enough never to flake.
+func TestSpinWaitHonoursClose(t *testing.T) {
+	lim, err := limiter.NewLeakyBucket(limiter.LeakyBucketOptions{Rate: limiter.Per(1, 3*time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewReaderOptions(&source{size: -1}, lim, Options{Spin: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1)
+	if _, err := r.Read(buf); err != nil { // the pacer's first grant
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	start := time.Now()
+	go func() {
+		_, err := r.Read(buf) // waits 3 s for the next byte
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	r.Close()
+	err = <-done
+	if elapsed := time.Since(start); elapsed > time.Second || !errors.Is(err, ErrClosed) {
+		t.Errorf("Read returned %v %v after it started, Close came after 20ms; want ErrClosed at once", err, elapsed)
+	}
+}

@@ -46,7 +46,10 @@ type Options struct {
 	// spare burst keeps filling for more than 2 ms past the wanted instant
 	// loses nothing to a late timer, so only smaller bursts (and pacers) wait
 	// precisely, for the last 2 ms. Negative always uses timers, which costs
-	// throughput when the burst is small for the rate.
+	// throughput when the burst is small for the rate. Elsewhere than on
+	// Linux the precise stretch is all polling, which keeps a core busy. A
+	// precise wait still notices the context, Close and deadlines within
+	// about a millisecond.
 	Spin time.Duration
 
 	// Monitor, if not nil, counts every byte the stream delivers.

@@ -26,10 +26,13 @@ const (
 	// falls inside one wait).
 	chunkTime = 100 * time.Millisecond
 
-	// osLate is how late an OS sleep (nanosleep) may wake, and osMin the
-	// shortest worth making rather than polling.
+	// osLate is how late an OS sleep (nanosleep) may wake, osMin the
+	// shortest worth making rather than polling, and osMax the longest: an
+	// OS sleep cannot be interrupted, so a wait checks its context (Close, a
+	// deadline) at least this often, however long Options.Spin is.
 	osLate = 150 * time.Microsecond
 	osMin  = 20 * time.Microsecond
+	osMax  = time.Millisecond
 )
 
 // Optional methods through which a limiter says what it can grant. This
@@ -341,7 +344,7 @@ func (s *shaper) wait(k int, l limiter.Lease) (limiter.Lease, error) {
 			// Sleep with the OS as long as its lateness stays within what
 			// the limiter absorbs, then poll.
 			tol, _ := s.tolerance(k)
-			if d := min(r, r+tol-osLate); d >= osMin && !s.frozen {
+			if d := min(r, r+tol-osLate, osMax); d >= osMin && !s.frozen {
 				t0 := time.Now()
 				if osSleep(d) {
 					if time.Since(t0) == 0 {
