@@ -3,6 +3,7 @@ package pipe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"time"
@@ -16,7 +17,8 @@ import (
 // Write still waiting when its deadline passes returns
 // os.ErrDeadlineExceeded (a net.Error whose Timeout is true), and moving
 // the deadline applies to a call already waiting. Close makes a waiting
-// call return net.ErrClosed.
+// call return net.ErrClosed. CloseWrite and CloseRead half-close the
+// underlying connection where it can, and NetConn returns it.
 type Conn struct {
 	net.Conn
 	r      *Reader // nil: reads are not limited
@@ -106,6 +108,33 @@ func (c *Conn) Close() error {
 	c.wdl.stop()
 	return c.Conn.Close()
 }
+
+// CloseWrite shuts down the writing side of the connection (the peer reads
+// io.EOF) if the underlying connection can, as *net.TCPConn,
+// *net.UnixConn and *tls.Conn can; otherwise it returns an error that
+// matches errors.ErrUnsupported. Proxies that half-close a connection find
+// it through an interface assertion, as they would on the bare connection.
+func (c *Conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return fmt.Errorf("pipe: %T has no CloseWrite: %w", c.Conn, errors.ErrUnsupported)
+}
+
+// CloseRead shuts down the reading side of the connection if the
+// underlying connection can (*net.TCPConn, *net.UnixConn); otherwise it
+// returns an error that matches errors.ErrUnsupported.
+func (c *Conn) CloseRead() error {
+	if cr, ok := c.Conn.(interface{ CloseRead() error }); ok {
+		return cr.CloseRead()
+	}
+	return fmt.Errorf("pipe: %T has no CloseRead: %w", c.Conn, errors.ErrUnsupported)
+}
+
+// NetConn returns the underlying connection, as (*tls.Conn).NetConn does,
+// for what the shaped Conn does not offer (SetNoDelay, SyscallConn, …).
+// Bytes read or written through it pass no limiter.
+func (c *Conn) NetConn() net.Conn { return c.Conn }
 
 // SetDeadline sets both deadlines, as net.Conn's SetDeadline does.
 func (c *Conn) SetDeadline(t time.Time) error {

@@ -215,3 +215,67 @@ func TestListenerPerConnAndTotal(t *testing.T) {
 		}
 	})
 }
+
+// TestConnHalfClose: a Conn keeps the underlying connection's CloseWrite
+// (the peer reads io.EOF and can still answer) and CloseRead, and says
+// errors.ErrUnsupported where the connection has none.
+func TestConnHalfClose(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	raw, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := <-accepted
+	if peer == nil {
+		t.Fatal("accept failed")
+	}
+	defer peer.Close()
+	lim := newBucket(t, limiter.Per(MiB, time.Second), MiB)
+	var c net.Conn = NewConn(raw, lim, lim)
+	defer c.Close()
+	cw, ok := c.(interface{ CloseWrite() error })
+	if !ok {
+		t.Fatal("a Conn around a *net.TCPConn hides CloseWrite")
+	}
+	if _, err := c.Write([]byte("question")); err != nil {
+		t.Fatal(err)
+	}
+	if err := cw.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(peer)
+	if err != nil || string(got) != "question" {
+		t.Fatalf("peer read %q, %v; want the question then io.EOF", got, err)
+	}
+	peer.Write([]byte("answer"))
+	peer.Close()
+	if got, err := io.ReadAll(c); err != nil || string(got) != "answer" {
+		t.Errorf("read %q, %v after CloseWrite; want the answer", got, err)
+	}
+	if _, ok := c.(interface{ CloseRead() error }); !ok {
+		t.Error("a Conn around a *net.TCPConn hides CloseRead")
+	}
+
+	a, b := net.Pipe()
+	defer b.Close()
+	pc := NewConn(a, lim, lim)
+	defer pc.Close()
+	if err := pc.CloseWrite(); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("CloseWrite on a net.Pipe: %v, want errors.ErrUnsupported", err)
+	}
+	if err := pc.CloseRead(); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("CloseRead on a net.Pipe: %v, want errors.ErrUnsupported", err)
+	}
+	if pc.NetConn() != a {
+		t.Error("NetConn is not the underlying connection")
+	}
+}
