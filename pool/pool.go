@@ -596,6 +596,7 @@ func (p *Pool) Wait() error {
 	<-p.idle
 	p.workWG.Wait()
 	p.endTasks(context.Canceled)
+	p.endLife(context.Canceled) // let go of Options.Context
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.waited {

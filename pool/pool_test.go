@@ -14,6 +14,7 @@ import (
 
 	"github.com/rategate/rategate/limiter"
 	"github.com/rategate/rategate/pool"
+	"go.uber.org/goleak"
 )
 
 func mustPool(t *testing.T, opts pool.Options) *pool.Pool {
@@ -586,4 +587,30 @@ func TestQueueClose(t *testing.T) {
 			t.Errorf("ran %d, Wait = %v; want 1 ran and 3 ErrClosed", ran.Load(), err)
 		}
 	})
+}
+
+// chanCtx is a context that is not one of package context's own, so that a
+// context derived from it watches it with a goroutine until one of them ends.
+type chanCtx struct {
+	context.Context
+	done chan struct{}
+}
+
+func (c *chanCtx) Done() <-chan struct{} { return c.done }
+
+// TestWaitReleasesParentContext: after Wait, the pool holds nothing on
+// Options.Context: a long-lived parent (a server's) does not keep a goroutine
+// or a child context per pool that was waited for.
+func TestWaitReleasesParentContext(t *testing.T) {
+	opt := goleak.IgnoreCurrent()
+	parent := &chanCtx{Context: context.Background(), done: make(chan struct{})}
+	defer close(parent.done)
+	p := mustPool(t, pool.Options{Workers: 2, Context: parent})
+	if err := p.Go(func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	goleak.VerifyNone(t, opt)
 }
