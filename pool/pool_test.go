@@ -315,6 +315,37 @@ func TestGoContextGivesUp(t *testing.T) {
 	})
 }
 
+// TestGoContextAlreadyDone: GoContext and GoKey with a context that has
+// already ended fail with its error, and the task never runs, even when a
+// worker and a permit are at hand.
+func TestGoContextAlreadyDone(t *testing.T) {
+	hosts, err := limiter.NewKeyed(limiter.KeyedOptions[string]{New: func(string) (limiter.Limiter, error) {
+		return limiter.NewSlidingLog(limiter.SlidingLogOptions{Limit: 10, Window: time.Second})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hosts.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	never := func(context.Context) error { t.Error("a task whose Go failed ran"); return nil }
+	for _, lim := range []limiter.Limiter{nil, slidingLog(t, 10, time.Second)} {
+		p := mustPool(t, pool.Options{Workers: 2, Limiter: lim, PerKey: hosts.For})
+		if err := p.GoContext(ctx, never); !errors.Is(err, context.Canceled) {
+			t.Errorf("GoContext: %v, want context.Canceled", err)
+		}
+		if err := p.GoKey(ctx, "a", never); !errors.Is(err, context.Canceled) {
+			t.Errorf("GoKey: %v, want context.Canceled", err)
+		}
+		if err := p.Go(func(context.Context) error { return nil }); err != nil {
+			t.Errorf("Go after the refusals: %v", err)
+		}
+		if err := p.Wait(); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
 // TestCloseFailsWaitingGo: Close fails Go calls waiting for a worker and for
 // the limiter with ErrClosed, and cancels running tasks with cause ErrClosed.
 func TestCloseFailsWaitingGo(t *testing.T) {
