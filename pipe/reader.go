@@ -55,7 +55,9 @@ func NewReaderOptions(r io.Reader, lim limiter.Limiter, opts Options) (*Reader, 
 //
 // When the wait fails (the context ended, the Reader was closed, the
 // limiter was closed), Read returns 0 and the error, and keeps the bytes
-// already read: a later Read delivers them first, so none is lost.
+// already read: a later Read delivers them first, so none is lost (a Conn
+// whose read deadline passed delivers them once the deadline is moved).
+// After Close they are dropped with the stream.
 func (r *Reader) Read(p []byte) (int, error) {
 	if err := r.s.check(); err != nil {
 		return 0, err
