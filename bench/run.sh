@@ -1,7 +1,8 @@
 #!/bin/sh
 # run.sh reproduces every number in README.md: the benchmarks (6 runs at
 # GOMAXPROCS 1 and 2, summarized by benchstat as medians), the ratios
-# rategate/peer, the keyed limiter's memory, and the pacing harness. It prints
+# rategate/peer, the keyed limiter's memory, the pipe's real-clock
+# throughput, and the pacing harness. It prints
 # markdown and keeps the raw files in $OUT (default: results/). About 9.5
 # minutes on 2 cores.
 #
@@ -72,6 +73,11 @@ fi
 echo "## Keyed limiter memory (1,000,000 keys)"
 echo
 go test -count=1 -run '^TestKeyedMemory$' -keyedmem . | grep '^|' | tee "$OUT/keyedmem.md"
+echo
+
+echo "## Pipe throughput on the real clock (% of the limit, 3 s per row)"
+echo
+go test -count=1 -run '^TestPipeRealClock$' -v -pipe.realclock . | sed -n 's/^ *pipe_test.go:[0-9]*: //p' | grep '^|' | tee "$OUT/pipe-realclock.md"
 echo
 
 if [ "$PACING" != 0 ]; then
