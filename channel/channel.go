@@ -91,6 +91,12 @@ func (c *Chan[T]) Send(ctx context.Context, v T) error { return c.SendN(ctx, v, 
 // fails at once with context.DeadlineExceeded), or the limiter's error
 // (limiter.ErrQueueFull, limiter.ErrExceedsLimit, limiter.ErrInvalidCount,
 // limiter.ErrClosed).
+//
+// The limiter's Acquire is given a context of its own: ctx's values,
+// deadline and cancellation, also cancelled by Close, and cancelled when
+// Acquire returns (as a context.WithCancel context with a deferred cancel
+// would be), so a limiter may keep it. Making it costs SendN one small
+// allocation when lim is not nil.
 func (c *Chan[T]) SendN(ctx context.Context, v T, n int) error {
 	if c.g.closed.Load() {
 		return ErrClosed
@@ -100,7 +106,7 @@ func (c *Chan[T]) SendN(ctx context.Context, v T, n int) error {
 		s := c.g.context(ctx)
 		var err error
 		lease, err = c.lim.Acquire(s, n)
-		c.g.release(s)
+		s.end()
 		if err != nil {
 			if errors.Is(err, context.Canceled) && ctx.Err() == nil && c.g.closed.Load() {
 				return ErrClosed

@@ -9,16 +9,17 @@ import (
 
 // A Send waiting in the limiter must end when the Chan is closed, not only
 // when its own context ends. The limiter only takes one context, so Send
-// passes it a sendCtx: the caller's context, plus the Chan's closing.
+// passes it a sendCtx: the caller's context, plus the Chan's closing, and
+// cancelled when Acquire returns, as a context.WithCancel context with a
+// deferred cancel would be. A limiter may keep the context after Acquire
+// returns (for tracing, in a context.AfterFunc, in a goroutine): it stays a
+// valid context, with its caller's values, and is done from then on. So a
+// sendCtx is never reused: it costs one allocation per Send.
 //
-// Merging two contexts costs allocations (a channel, an AfterFunc), but a
+// Merging two Done channels costs more (a channel, an AfterFunc), but a
 // limiter asks for ctx.Done only when it has to wait: a grant on the fast
 // path reads ctx.Err at most. So sendCtx builds its merged Done channel
-// lazily, on the first call to Done, and a sendCtx whose Done was never
-// called is recycled through a sync.Pool: the Send that does not wait
-// allocates nothing. A sendCtx whose Done was called is never recycled (the
-// limiter has seen its channel), and the pool never holds one that refers to
-// a channel, so nothing in the pool belongs to a synctest bubble.
+// lazily, on the first call to Done.
 
 // gate is a Chan's closing, as sendCtx sees it: a flag, and the waits
 // registered by sendCtx.Done, which Close fires.
@@ -90,34 +91,42 @@ func (g *gate) close() {
 }
 
 // sendCtx is the context a Send passes to the limiter: parent's deadline,
-// values and cancellation, and also done when the gate closes.
+// values and cancellation, and also done when the gate closes or the
+// Acquire it was made for returns (end).
 type sendCtx struct {
 	parent context.Context
 	g      *gate
-	mu     sync.Mutex // serialises the lazy creation of w
+	mu     sync.Mutex // serialises Done's lazy creation of w with end
 	w      atomic.Pointer[wait]
+	ended  atomic.Bool
+	err    atomic.Pointer[error] // the first non-nil Err, kept
 }
 
-var sendCtxPool = sync.Pool{New: func() any { return new(sendCtx) }}
+// closedchan is the Done channel of a sendCtx that ended before Done was
+// called. It is made outside any synctest bubble, so every bubble may use it.
+var closedchan = make(chan struct{})
+
+func init() { close(closedchan) }
 
 func (g *gate) context(parent context.Context) *sendCtx {
-	s := sendCtxPool.Get().(*sendCtx)
-	s.parent, s.g = parent, g
-	return s
+	return &sendCtx{parent: parent, g: g}
 }
 
-// release ends s's use by one Acquire: it unregisters s's wait, if Done made
-// one, and otherwise recycles s.
-func (g *gate) release(s *sendCtx) {
-	if w := s.w.Load(); w != nil {
+// end cancels s once the Acquire it was made for has returned: it stops the
+// AfterFunc on the parent and unregisters s's wait from the gate, if Done
+// made them, and closes s's Done channel.
+func (s *sendCtx) end() {
+	s.mu.Lock()
+	s.ended.Store(true)
+	w := s.w.Load()
+	s.mu.Unlock()
+	if w != nil {
 		if w.stop != nil {
 			w.stop()
 		}
-		g.unregister(w)
-		return
+		s.g.unregister(w)
+		w.fire()
 	}
-	s.parent, s.g = nil, nil
-	sendCtxPool.Put(s)
 }
 
 func (s *sendCtx) Deadline() (time.Time, bool) { return s.parent.Deadline() }
@@ -125,19 +134,32 @@ func (s *sendCtx) Deadline() (time.Time, bool) { return s.parent.Deadline() }
 func (s *sendCtx) Value(key any) any { return s.parent.Value(key) }
 
 // Err returns the parent's error, or context.Canceled once the Chan is
-// closed (Send reports that as ErrClosed).
+// closed (Send reports that as ErrClosed) or the Acquire has returned. Once
+// non-nil, it never changes.
 func (s *sendCtx) Err() error {
-	if err := s.parent.Err(); err != nil {
-		return err
+	if p := s.err.Load(); p != nil {
+		return *p
 	}
-	if s.g.closed.Load() {
-		return context.Canceled
+	err := s.parent.Err()
+	if err == nil {
+		if !s.g.closed.Load() && !s.ended.Load() {
+			return nil
+		}
+		err = context.Canceled
 	}
-	return nil
+	return s.keep(err)
 }
 
-// Done returns a channel closed when the parent is done or the Chan is
-// closed, made on the first call.
+// keep records err as s's error unless one was recorded first, and returns
+// the one recorded. (A function of its own, so that only a non-nil Err
+// allocates.)
+func (s *sendCtx) keep(err error) error {
+	s.err.CompareAndSwap(nil, &err)
+	return *s.err.Load()
+}
+
+// Done returns a channel closed when the parent is done, the Chan is
+// closed or the Acquire has returned, made on the first call.
 func (s *sendCtx) Done() <-chan struct{} {
 	if w := s.w.Load(); w != nil {
 		return w.done
@@ -146,6 +168,9 @@ func (s *sendCtx) Done() <-chan struct{} {
 	defer s.mu.Unlock()
 	if w := s.w.Load(); w != nil {
 		return w.done
+	}
+	if s.ended.Load() {
+		return closedchan
 	}
 	w := &wait{done: make(chan struct{})}
 	if s.parent.Done() != nil {

@@ -1,0 +1,82 @@
+package channel
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+
+	"github.com/rategate/rategate/limiter"
+)
+
+// retainingLimiter grants at once but keeps every context it was given,
+// as a limiter may (for tracing, or with context.AfterFunc) after Acquire
+// has returned.
+type retainingLimiter struct {
+	mu   sync.Mutex
+	ctxs []context.Context
+	// fired counts the context.AfterFunc callbacks that ran, per context.
+	fired []int
+	after bool // register a context.AfterFunc on each context
+}
+
+func (l *retainingLimiter) TryAcquire(n int) limiter.Lease { return limiter.NewLease(n, nil) }
+
+func (l *retainingLimiter) Acquire(ctx context.Context, n int) (limiter.Lease, error) {
+	l.mu.Lock()
+	i := len(l.ctxs)
+	l.ctxs = append(l.ctxs, ctx)
+	l.fired = append(l.fired, 0)
+	l.mu.Unlock()
+	if l.after {
+		context.AfterFunc(ctx, func() {
+			l.mu.Lock()
+			l.fired[i]++
+			l.mu.Unlock()
+		})
+	}
+	return limiter.NewLease(n, nil), nil
+}
+
+type sendKey struct{}
+
+// TestSendContextRetained: the context a limiter is given stays a valid
+// context after Send returns, whatever the next Sends do: its values are
+// its own caller's, and it is done (Done closed, Err non-nil, AfterFuncs
+// run), as a context made with context.WithCancel and cancelled when the
+// call returns.
+func TestSendContextRetained(t *testing.T) {
+	for _, after := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			lim := &retainingLimiter{after: after}
+			c := New[int](lim)
+			const sends = 50
+			for i := range sends {
+				ctx := context.WithValue(t.Context(), sendKey{}, i)
+				if err := c.Send(ctx, i); err != nil {
+					t.Fatal(err)
+				}
+				c.Recv(t.Context())
+			}
+			synctest.Wait()
+			lim.mu.Lock()
+			defer lim.mu.Unlock()
+			for i, ctx := range lim.ctxs {
+				if v := ctx.Value(sendKey{}); v != i {
+					t.Fatalf("after=%v: context of send %d has value %v, want %d", after, i, v, i)
+				}
+				select {
+				case <-ctx.Done():
+				default:
+					t.Fatalf("after=%v: context of send %d not done after Send returned", after, i)
+				}
+				if ctx.Err() == nil {
+					t.Fatalf("after=%v: context of send %d: Done closed but Err nil", after, i)
+				}
+				if after && lim.fired[i] != 1 {
+					t.Fatalf("context of send %d: AfterFunc ran %d times, want 1", i, lim.fired[i])
+				}
+			}
+		})
+	}
+}
