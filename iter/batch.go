@@ -29,8 +29,7 @@ import (
 // [BatchErr] to learn why the loop ended. A k below 1 or a nil seq yields
 // nothing.
 func Batch[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limiter, k int) stditer.Seq[[]V] {
-	s, _ := BatchErr(ctx, seq, lim, k)
-	return s
+	return batch(ctx, seq, lim, k, nil)
 }
 
 // BatchErr is [Batch], and also returns a function that reports why the last
@@ -38,16 +37,20 @@ func Batch[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limiter, 
 // slice's first value. For a k below 1 or a nil seq it reports [ErrInvalid].
 func BatchErr[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limiter, k int) (stditer.Seq[[]V], func() error) {
 	var last error
-	errf := func() error { return last }
+	return batch(ctx, seq, lim, k, &last), func() error { return last }
+}
+
+// batch is Batch, recording why each loop ended in *last if last is not nil.
+func batch[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limiter, k int, last *error) stditer.Seq[[]V] {
 	switch {
 	case seq == nil:
-		return empty[[]V](&last, fmt.Errorf("%w: nil sequence", ErrInvalid)), errf
+		return empty[[]V](last, fmt.Errorf("%w: nil sequence", ErrInvalid))
 	case k < 1:
-		return empty[[]V](&last, fmt.Errorf("%w: batch size %d, must be at least 1", ErrInvalid, k)), errf
+		return empty[[]V](last, fmt.Errorf("%w: batch size %d, must be at least 1", ErrInvalid, k))
 	}
 	return func(yield func([]V) bool) {
 		g := newGate(ctx, lim)
-		defer g.finish(&last)
+		defer g.finish(last)
 		// The first slice's capacity is k, unless k is so large that seq
 		// may well hold fewer values (append grows it then); once a slice
 		// has filled, the next ones are made to hold k.
@@ -85,5 +88,5 @@ func BatchErr[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limite
 		if !ended && len(buf) > 0 {
 			flush()
 		}
-	}, errf
+	}
 }

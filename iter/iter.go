@@ -28,8 +28,7 @@ var ErrInvalid = errors.New("iter: invalid argument")
 // nil seq yields nothing. The sequence can be ranged over more than once,
 // each time anew.
 func Limit[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limiter) stditer.Seq[V] {
-	s, _ := LimitErr(ctx, seq, lim)
-	return s
+	return limit(ctx, seq, lim, nil)
 }
 
 // LimitErr is [Limit], and also returns a function that reports why the last
@@ -38,16 +37,23 @@ func Limit[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limiter) 
 // ctx's deadline, an error matching context.DeadlineExceeded) when ctx ended;
 // otherwise lim's refusal wrapped with the value's position, matching
 // limiter.ErrClosed, limiter.ErrQueueFull and so on under errors.Is. Call it
-// after the loop, from the goroutine that ran it.
+// after the loop, from the goroutine that ran it. The sequence and its
+// function share that one result: goroutines that range at once should each
+// call LimitErr for a pair of their own (the plain forms, which report
+// nothing, can be shared).
 func LimitErr[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limiter) (stditer.Seq[V], func() error) {
 	var last error
-	errf := func() error { return last }
+	return limit(ctx, seq, lim, &last), func() error { return last }
+}
+
+// limit is Limit, recording why each loop ended in *last if last is not nil.
+func limit[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limiter, last *error) stditer.Seq[V] {
 	if seq == nil {
-		return empty[V](&last, fmt.Errorf("%w: nil sequence", ErrInvalid)), errf
+		return empty[V](last, fmt.Errorf("%w: nil sequence", ErrInvalid))
 	}
 	return func(yield func(V) bool) {
 		g := newGate(ctx, lim)
-		defer g.finish(&last)
+		defer g.finish(last)
 		seq(func(v V) bool {
 			if g.done != nil && g.ctxDone() {
 				return false
@@ -77,26 +83,29 @@ func LimitErr[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limite
 			g.item++
 			return ok
 		})
-	}, errf
+	}
 }
 
 // Limit2 is [Limit] for sequences of pairs: each pair costs one permit.
 func Limit2[K, V any](ctx context.Context, seq stditer.Seq2[K, V], lim limiter.Limiter) stditer.Seq2[K, V] {
-	s, _ := Limit2Err(ctx, seq, lim)
-	return s
+	return limit2(ctx, seq, lim, nil)
 }
 
 // Limit2Err is [LimitErr] for sequences of pairs.
 func Limit2Err[K, V any](ctx context.Context, seq stditer.Seq2[K, V], lim limiter.Limiter) (stditer.Seq2[K, V], func() error) {
 	var last error
-	errf := func() error { return last }
+	return limit2(ctx, seq, lim, &last), func() error { return last }
+}
+
+// limit2 is Limit2, recording why each loop ended in *last if last is not nil.
+func limit2[K, V any](ctx context.Context, seq stditer.Seq2[K, V], lim limiter.Limiter, last *error) stditer.Seq2[K, V] {
 	if seq == nil {
 		err := fmt.Errorf("%w: nil sequence", ErrInvalid)
-		return func(func(K, V) bool) { last = err }, errf
+		return func(func(K, V) bool) { record(last, err) }
 	}
 	return func(yield func(K, V) bool) {
 		g := newGate(ctx, lim)
-		defer g.finish(&last)
+		defer g.finish(last)
 		seq(func(k K, v V) bool {
 			if g.done != nil && g.ctxDone() {
 				return false
@@ -126,12 +135,20 @@ func Limit2Err[K, V any](ctx context.Context, seq stditer.Seq2[K, V], lim limite
 			g.item++
 			return ok
 		})
-	}, errf
+	}
 }
 
-// empty returns a sequence that yields nothing and reports err.
+// empty returns a sequence that yields nothing and records err.
 func empty[V any](last *error, err error) stditer.Seq[V] {
-	return func(func(V) bool) { *last = err }
+	return func(func(V) bool) { record(last, err) }
+}
+
+// record stores why a loop ended in *last, if the loop has an Err form's
+// function to report it (last is not nil).
+func record(last *error, err error) {
+	if last != nil {
+		*last = err
+	}
 }
 
 // gate is one loop's passage through the limiter: it checks ctx, waits for
@@ -225,7 +242,7 @@ func (g *gate) refused(n int, err error) {
 	g.err = fmt.Errorf("iter: value %d (%d permits): %w", g.item, n, err)
 }
 
-// finish ends a loop: it publishes why the loop ended.
+// finish ends a loop: it publishes why the loop ended, if last is not nil.
 func (g *gate) finish(last *error) {
-	*last = g.err
+	record(last, g.err)
 }

@@ -26,8 +26,7 @@ import (
 // The loop ends as a [Limit] loop does; use [WeightedErr] to learn why.
 // A nil cost or seq yields nothing.
 func Weighted[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limiter, cost func(V) int) stditer.Seq[V] {
-	s, _ := WeightedErr(ctx, seq, lim, cost)
-	return s
+	return weighted(ctx, seq, lim, cost, nil)
 }
 
 // WeightedErr is [Weighted], and also returns a function that reports why
@@ -35,16 +34,21 @@ func Weighted[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limite
 // position and cost. For a nil cost or seq it reports [ErrInvalid].
 func WeightedErr[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limiter, cost func(V) int) (stditer.Seq[V], func() error) {
 	var last error
-	errf := func() error { return last }
+	return weighted(ctx, seq, lim, cost, &last), func() error { return last }
+}
+
+// weighted is Weighted, recording why each loop ended in *last if last is
+// not nil.
+func weighted[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limiter, cost func(V) int, last *error) stditer.Seq[V] {
 	switch {
 	case seq == nil:
-		return empty[V](&last, fmt.Errorf("%w: nil sequence", ErrInvalid)), errf
+		return empty[V](last, fmt.Errorf("%w: nil sequence", ErrInvalid))
 	case cost == nil:
-		return empty[V](&last, fmt.Errorf("%w: nil cost function", ErrInvalid)), errf
+		return empty[V](last, fmt.Errorf("%w: nil cost function", ErrInvalid))
 	}
 	return func(yield func(V) bool) {
 		g := newGate(ctx, lim)
-		defer g.finish(&last)
+		defer g.finish(last)
 		seq(func(v V) bool {
 			n := cost(v)
 			if n < 0 {
@@ -77,5 +81,5 @@ func WeightedErr[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Lim
 			g.item++
 			return ok
 		})
-	}, errf
+	}
 }
