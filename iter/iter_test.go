@@ -406,7 +406,7 @@ func TestConcurrencyLeaseHeldDuringBody(t *testing.T) {
 
 func TestConcurrencyLeaseReleasedOnPanic(t *testing.T) {
 	lim := mustConcurrency(t, 1)
-	for _, name := range []string{"Limit", "Weighted", "Batch"} {
+	for _, name := range []string{"Limit", "Limit2", "Weighted", "Batch"} {
 		func() {
 			defer func() {
 				if r := recover(); r != "boom" {
@@ -417,6 +417,10 @@ func TestConcurrencyLeaseReleasedOnPanic(t *testing.T) {
 			switch name {
 			case "Limit":
 				for range iter.Limit(context.Background(), src, lim) {
+					panic("boom")
+				}
+			case "Limit2":
+				for range iter.Limit2(context.Background(), slices.All([]int{1, 2, 3}), lim) {
 					panic("boom")
 				}
 			case "Weighted":
