@@ -101,6 +101,7 @@ func Limit2Err[K, V any](ctx context.Context, seq stditer.Seq2[K, V], lim limite
 func limit2[K, V any](ctx context.Context, seq stditer.Seq2[K, V], lim limiter.Limiter, last *error) stditer.Seq2[K, V] {
 	if seq == nil {
 		err := fmt.Errorf("%w: nil sequence", ErrInvalid)
+		record(last, err)
 		return func(func(K, V) bool) { record(last, err) }
 	}
 	return func(yield func(K, V) bool) {
@@ -138,8 +139,11 @@ func limit2[K, V any](ctx context.Context, seq stditer.Seq2[K, V], lim limiter.L
 	}
 }
 
-// empty returns a sequence that yields nothing and records err.
+// empty returns a sequence that yields nothing and records err, at once
+// (so that an Err form's function reports an invalid argument before any
+// loop) and after each loop.
 func empty[V any](last *error, err error) stditer.Seq[V] {
+	record(last, err)
 	return func(func(V) bool) { record(last, err) }
 }
 

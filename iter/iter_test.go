@@ -635,6 +635,17 @@ func TestInvalidArguments(t *testing.T) {
 	}
 	src := (&source{n: 3}).seq()
 	ctx := context.Background()
+	// The Err forms report an invalid argument before any loop, too.
+	for name, errf := range map[string]func() error{
+		"LimitErr":    func() error { _, e := iter.LimitErr[int](ctx, nil, lim); return e() },
+		"Limit2Err":   func() error { _, e := iter.Limit2Err[int, int](ctx, nil, lim); return e() },
+		"WeightedErr": func() error { _, e := iter.WeightedErr(ctx, src, lim, nil); return e() },
+		"BatchErr":    func() error { _, e := iter.BatchErr(ctx, src, lim, 0); return e() },
+	} {
+		if err := errf(); !errors.Is(err, iter.ErrInvalid) {
+			t.Errorf("%s: before the loop, errf() = %v, want iter.ErrInvalid", name, err)
+		}
+	}
 	s1, e1 := iter.LimitErr[int](ctx, nil, lim)
 	check("LimitErr(nil seq)", e1, count(s1))
 	s2, e2 := iter.Limit2Err[int, int](ctx, nil, lim)
