@@ -35,9 +35,9 @@
 // wait; when the limiter refuses, their *LimitError says why (errors.Is with
 // limiter.ErrLimited, limiter.ErrQueueFull, limiter.ErrClosed, ...) and when
 // to retry (LimitError.RetryAfter). Recv, TryRecv and the range loop of All
-// receive items oldest first; Out gives a Go channel for select statements,
-// whose hand-off is the receive. Every receive releases the item's lease
-// before it returns the item.
+// receive items oldest first, and release the item's lease before they
+// return it; Out gives a Go channel for select statements, whose hand-off
+// is the receive: the view releases the lease just after it.
 //
 // # Closing, and the leases nobody receives
 //
