@@ -59,7 +59,8 @@ type Chan[T any] struct {
 	done   chan struct{} // closed by Close
 	drain  chan struct{} // closed by Drain, for the Out views holding an item; made on demand
 
-	g gate
+	g  gate
+	bg *closeCtx // the context Acquire gets for sends with context.Background
 }
 
 // New returns an open, empty Chan whose sends take their leases from lim.
@@ -68,11 +69,13 @@ type Chan[T any] struct {
 // together. A nil lim grants every send at once: the Chan is then an
 // unbounded FIFO.
 func New[T any](lim limiter.Limiter) *Chan[T] {
-	return &Chan[T]{
+	c := &Chan[T]{
 		lim:   lim,
 		ready: make(chan struct{}, 1),
 		done:  make(chan struct{}),
 	}
+	c.bg = &closeCtx{g: &c.g, done: c.done}
+	return c
 }
 
 // Send sends v with a lease of one permit; it is SendN(ctx, v, 1).
@@ -96,17 +99,23 @@ func (c *Chan[T]) Send(ctx context.Context, v T) error { return c.SendN(ctx, v, 
 // deadline and cancellation, also cancelled by Close, and cancelled when
 // Acquire returns (as a context.WithCancel context with a deferred cancel
 // would be), so a limiter may keep it. Making it costs SendN one small
-// allocation when lim is not nil.
+// allocation when lim is not nil, unless ctx is context.Background or
+// context.TODO: those have neither values, deadline nor cancellation, so
+// all such sends share one context, the Chan's, done when it is closed.
 func (c *Chan[T]) SendN(ctx context.Context, v T, n int) error {
 	if c.g.closed.Load() {
 		return ErrClosed
 	}
 	var lease limiter.Lease
 	if c.lim != nil {
-		s := c.g.context(ctx)
 		var err error
-		lease, err = c.lim.Acquire(s, n)
-		s.end()
+		if ctx == context.Background() || ctx == context.TODO() {
+			lease, err = c.lim.Acquire(c.bg, n)
+		} else {
+			s := c.g.context(ctx)
+			lease, err = c.lim.Acquire(s, n)
+			s.end()
+		}
 		if err != nil {
 			if errors.Is(err, context.Canceled) && ctx.Err() == nil && c.g.closed.Load() {
 				return ErrClosed

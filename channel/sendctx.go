@@ -16,6 +16,10 @@ import (
 // valid context, with its caller's values, and is done from then on. So a
 // sendCtx is never reused: it costs one allocation per Send.
 //
+// A send with context.Background (or TODO) needs none of this: its context
+// is the Chan's closing alone, a closeCtx made with the Chan, which never
+// changes and so can be shared by every such send and kept by any limiter.
+//
 // Merging two Done channels costs more (a channel, an AfterFunc), but a
 // limiter asks for ctx.Done only when it has to wait: a grant on the fast
 // path reads ctx.Err at most. So sendCtx builds its merged Done channel
@@ -179,4 +183,26 @@ func (s *sendCtx) Done() <-chan struct{} {
 	s.g.register(w)
 	s.w.Store(w)
 	return w.done
+}
+
+// closeCtx is the context a Send with context.Background passes to the
+// limiter: no values, no deadline, done when the Chan is closed.
+type closeCtx struct {
+	g    *gate
+	done chan struct{} // the Chan's done, closed by Close
+}
+
+func (*closeCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+func (*closeCtx) Value(any) any { return nil }
+
+func (c *closeCtx) Done() <-chan struct{} { return c.done }
+
+// Err returns context.Canceled once the Chan is closed (Send reports that
+// as ErrClosed).
+func (c *closeCtx) Err() error {
+	if c.g.closed.Load() {
+		return context.Canceled
+	}
+	return nil
 }

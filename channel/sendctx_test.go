@@ -2,6 +2,8 @@ package channel
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -79,4 +81,46 @@ func TestSendContextRetained(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSendBackgroundContextRetained: sends with context.Background share
+// one context, which a limiter may keep: it has no values and no deadline,
+// and is done exactly when the Chan is closed.
+func TestSendBackgroundContextRetained(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lim := &retainingLimiter{after: true}
+		c := New[int](lim)
+		for i := range 3 {
+			if err := c.Send(context.Background(), i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait()
+		lim.mu.Lock()
+		ctxs, fired := slices.Clone(lim.ctxs), slices.Clone(lim.fired)
+		lim.mu.Unlock()
+		for i, ctx := range ctxs {
+			if ctx.Value(sendKey{}) != nil || ctx.Err() != nil || fired[i] != 0 {
+				t.Fatalf("send %d's context before Close: value %v, Err %v, AfterFunc ran %d times",
+					i, ctx.Value(sendKey{}), ctx.Err(), fired[i])
+			}
+			if _, ok := ctx.Deadline(); ok {
+				t.Fatalf("send %d's context has a deadline", i)
+			}
+		}
+		c.Close()
+		synctest.Wait()
+		lim.mu.Lock()
+		defer lim.mu.Unlock()
+		for i, ctx := range ctxs {
+			select {
+			case <-ctx.Done():
+			default:
+				t.Fatalf("send %d's context not done after Close", i)
+			}
+			if !errors.Is(ctx.Err(), context.Canceled) || lim.fired[i] != 1 {
+				t.Fatalf("send %d's context after Close: Err %v, AfterFunc ran %d times", i, ctx.Err(), lim.fired[i])
+			}
+		}
+	})
 }
