@@ -19,13 +19,22 @@ import (
 // the deadline applies to a call already waiting. Close makes a waiting
 // call return net.ErrClosed. CloseWrite and CloseRead half-close the
 // underlying connection where it can, and NetConn returns it.
+//
+// As net.Conn promises, its methods may be called from several goroutines
+// at once: shaped Reads take turns, and so do shaped Writes, so that each
+// Write reaches the peer whole, its pieces never interleaved with
+// another's, as on a *net.TCPConn.
 type Conn struct {
 	net.Conn
-	r      *Reader // nil: reads are not limited
-	w      *Writer // nil: writes are not limited
-	cancel context.CancelFunc
-	rdl    deadline
-	wdl    deadline
+	r *Reader // nil: reads are not limited
+	w *Writer // nil: writes are not limited
+	// One shaped Read or WriteTo at a time, and one shaped Write or
+	// ReadFrom: channels of one token rather than mutexes, so that a call
+	// waiting its turn is durably blocked in a testing/synctest bubble.
+	rmu, wmu chan struct{}
+	cancel   context.CancelFunc
+	rdl      deadline
+	wdl      deadline
 }
 
 // NewConn returns c with its reads limited by read and its writes by write;
@@ -37,7 +46,7 @@ func NewConn(c net.Conn, read, write limiter.Limiter) *Conn {
 
 func newConn(c net.Conn, read limiter.Limiter, readMembers []limiter.Limiter, write limiter.Limiter, writeMembers []limiter.Limiter) *Conn {
 	ctx, cancel := context.WithCancel(context.Background())
-	cn := &Conn{Conn: c, cancel: cancel}
+	cn := &Conn{Conn: c, cancel: cancel, rmu: make(chan struct{}, 1), wmu: make(chan struct{}, 1)}
 	cn.rdl.init(ctx)
 	cn.wdl.init(ctx)
 	if read != nil {
@@ -59,6 +68,8 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if c.r == nil {
 		return c.Conn.Read(p)
 	}
+	c.rmu <- struct{}{}
+	defer func() { <-c.rmu }()
 	return c.r.Read(p)
 }
 
@@ -67,6 +78,8 @@ func (c *Conn) Write(p []byte) (int, error) {
 	if c.w == nil {
 		return c.Conn.Write(p)
 	}
+	c.wmu <- struct{}{}
+	defer func() { <-c.wmu }()
 	return c.w.Write(p)
 }
 
@@ -74,6 +87,8 @@ func (c *Conn) Write(p []byte) (int, error) {
 // connection's own ReadFrom when writes are not limited).
 func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
 	if c.w != nil {
+		c.wmu <- struct{}{}
+		defer func() { <-c.wmu }()
 		return c.w.ReadFrom(r)
 	}
 	if rf, ok := c.Conn.(io.ReaderFrom); ok {
@@ -86,6 +101,8 @@ func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
 // connection's own WriteTo when reads are not limited).
 func (c *Conn) WriteTo(w io.Writer) (int64, error) {
 	if c.r != nil {
+		c.rmu <- struct{}{}
+		defer func() { <-c.rmu }()
 		return c.r.WriteTo(w)
 	}
 	if wt, ok := c.Conn.(io.WriterTo); ok {

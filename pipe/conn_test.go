@@ -1,6 +1,7 @@
 package pipe
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -278,4 +279,31 @@ func TestConnHalfClose(t *testing.T) {
 	if pc.NetConn() != a {
 		t.Error("NetConn is not the underlying connection")
 	}
+}
+
+// TestConnConcurrentWrites: net.Conn lets several goroutines write at once,
+// and each Write reaches the peer whole, as on a *net.TCPConn. A shaped
+// Write is cut into pieces that wait for permits; the pieces of two Writes
+// must not interleave.
+func TestConnConcurrentWrites(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := net.Pipe()
+		defer b.Close()
+		lim := newBucket(t, limiter.Per(KiB, time.Second), KiB) // pieces of 102 bytes
+		c := NewConn(a, nil, lim)
+		defer c.Close()
+		const size = 2 * KiB
+		for _, ch := range []byte("ab") {
+			go c.Write(bytes.Repeat([]byte{ch}, size))
+		}
+		got := make([]byte, 2*size)
+		if _, err := io.ReadFull(b, got); err != nil {
+			t.Fatal(err)
+		}
+		for _, half := range [][]byte{got[:size], got[size:]} {
+			if n := bytes.Count(half, half[:1]); n != size {
+				t.Fatalf("the two Writes interleaved: a half holds %d of %q and %d of the other byte", n, half[:1], size-n)
+			}
+		}
+	})
 }
