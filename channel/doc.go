@@ -19,7 +19,7 @@
 //     send. Its permits are spent when granted, so the receive's Release is a
 //     no-op, and the buffer is only as bounded as the rate: with a rate
 //     limiter alone and a slow receiver, the buffer grows.
-//   - limiter.Chain(rate, concurrency) does both: producers throttled to N
+//   - limiter.Chain(concurrency, rate) does both: producers throttled to N
 //     per M and at most K items buffered.
 //
 // The buffer is a ring that grows by doubling when full, so a steady flow

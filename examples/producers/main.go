@@ -2,7 +2,7 @@
 // rate in total, and bounding the items buffered for one consumer.
 //
 // Four producers send as fast as the Chan lets them, through
-// limiter.Chain(rate, buffer): a token bucket of 100 items per second (for
+// limiter.Chain(buffer, rate): a token bucket of 100 items per second (for
 // all producers together) and a concurrency limiter of 20 permits, one held
 // by each buffered item until the consumer receives it. For the first half
 // of the run the consumer is fast (2 ms an item), so the rate is the limit:
@@ -91,7 +91,11 @@ func run(ctx context.Context, w io.Writer, cfg config) (result, error) {
 		return result{}, err
 	}
 	defer buffer.Close()
-	c := channel.New[item](limiter.Chain(rate, buffer))
+	// The buffer comes first in the chain: with the rate first, a chain
+	// that waited in the buffer's queue and then found the rate refusing
+	// lost the buffer permit it had been granted (a limiter.Chain bug,
+	// reported); either order means the same bound.
+	c := channel.New[item](limiter.Chain(buffer, rate))
 
 	fmt.Fprintf(w, "%d producers share %d items per %v, at most %d items buffered.\n", cfg.Producers, cfg.Rate, cfg.Period, cfg.Buffer)
 	fmt.Fprintf(w, "The consumer takes %v an item, then %v from %v on.\n", cfg.FastWork, cfg.SlowWork, cfg.Duration/2)
