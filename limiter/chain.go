@@ -86,7 +86,8 @@ func (c *chain) undo(held []Lease, k int, start time.Time) {
 
 // tryAll takes n from every member, or from none, and on refusal returns
 // the refusing member's lease and index. skip, if >= 0, is a member whose
-// permits the caller already holds as have, granted at since.
+// permits the caller already holds as have, granted at since; on refusal
+// have is given back too, and the caller holds nothing.
 func (c *chain) tryAll(n, skip int, have Lease, since time.Time) (Lease, int) {
 	var buf [8]Lease
 	held := buf[:0]
@@ -102,6 +103,11 @@ func (c *chain) tryAll(n, skip int, have Lease, since time.Time) (Lease, int) {
 		}
 		if !lease.Granted() {
 			c.undo(held, i, since)
+			if skip > i {
+				// The lease the caller waited for is behind the refusal:
+				// the caller drops it, so it goes back here.
+				c.giveBack(skip, have, since)
+			}
 			return lease, i
 		}
 		held = append(held, lease)

@@ -251,3 +251,40 @@ func TestChainRefundAfterWindowEndsIsDropped(t *testing.T) {
 		}
 	})
 }
+
+// A chain that waited in a later member's queue and was granted there, then
+// refused by an earlier member on its retry, gives that lease back: it
+// holds nothing while it waits again, and nothing once it gives up.
+func TestChainGivesBackWaitedLeaseOnRefusal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rate, _ := NewTokenBucket(TokenBucketOptions{Rate: Per(1, time.Second), Burst: 1})
+		conc, _ := NewConcurrency(ConcurrencyOptions{Limit: 1})
+		ch := Chain(rate, conc)
+		hold := conc.TryAcquire(1)
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		done := make(chan error)
+		go func() {
+			l, err := ch.Acquire(ctx, 1)
+			if err == nil {
+				l.Release()
+			}
+			done <- err
+		}()
+		synctest.Wait() // the chain waits in conc's queue
+		if l := rate.TryAcquire(1); !l.Granted() {
+			t.Fatal("the bucket's token was not free")
+		}
+		hold.Release() // conc grants the chain; its retry finds the bucket empty
+		synctest.Wait()
+		if got := conc.InUse(); got != 0 {
+			t.Fatalf("while the chain waits for the bucket, conc has %d in use, want 0", got)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("chain Acquire: %v", err)
+		}
+		if got := conc.InUse(); got != 0 {
+			t.Fatalf("after the chain's lease was released, conc has %d in use, want 0", got)
+		}
+	})
+}
