@@ -123,9 +123,10 @@ func ParseRate(s string) (Rate, error) {
 // OptionError reports an invalid constructor option, naming the field.
 type OptionError struct {
 	Field   string // the option, as in "Rate" or "Queue.Limit"
-	Problem string
+	Problem string // what is wrong with its value
 }
 
+// Error returns "limiter: invalid option <Field>: <Problem>".
 func (e *OptionError) Error() string {
 	return "limiter: invalid option " + e.Field + ": " + e.Problem
 }
