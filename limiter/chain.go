@@ -18,7 +18,9 @@ import (
 // whose RetryAfter and Err it reports. Acquire waits until all members grant
 // at once: it sleeps for the refusing member's RetryAfter, or waits in its
 // queue when that is unknown (a concurrency limiter waits for a release), and
-// then tries the whole chain again.
+// then tries the whole chain again. Callers waiting in a chain's Acquire are
+// therefore not served in arrival order: each sleeps and retries on its own,
+// and the first to retry after permits come back takes them.
 //
 // Chain panics if ls is empty or holds a nil Limiter, as a programming error.
 func Chain(ls ...Limiter) Limiter {
