@@ -66,20 +66,22 @@ func (c *chain) ReleasePermits(n int) {
 	}
 }
 
-func (c *chain) refund(n int, elapsed int64) {
+func (c *chain) refund(n int, since time.Time) {
 	for i := len(c.ls) - 1; i >= 0; i-- {
 		if r, ok := c.ls[i].(refunder); ok {
-			r.refund(n, elapsed)
+			r.refund(n, since)
 		}
 	}
 }
 
-// undo gives back the leases held[:k], newest first.
-func (c *chain) undo(held []Lease, k int, start time.Time) {
-	elapsed := int64(time.Since(start)) + 1
+// undo gives back the leases held[:k], newest first: held[skip] was taken
+// at or after since, the others at or after start.
+func (c *chain) undo(held []Lease, k int, start time.Time, skip int, since time.Time) {
 	for i := k - 1; i >= 0; i-- {
-		if r, ok := c.ls[i].(refunder); ok {
-			r.refund(held[i].permits, elapsed)
+		if i == skip {
+			c.giveBack(i, held[i], since)
+		} else if r, ok := c.ls[i].(refunder); ok {
+			r.refund(held[i].permits, start)
 		} else {
 			held[i].Release()
 		}
@@ -88,14 +90,15 @@ func (c *chain) undo(held []Lease, k int, start time.Time) {
 
 // tryAll takes n from every member, or from none, and on refusal returns
 // the refusing member's lease and index. skip, if >= 0, is a member whose
-// permits the caller already holds as have, granted at since; on refusal
-// have is given back too, and the caller holds nothing.
+// permits the caller already holds as have, taken at or after since; on
+// refusal have is given back too, and the caller holds nothing.
 func (c *chain) tryAll(n, skip int, have Lease, since time.Time) (Lease, int) {
 	var buf [8]Lease
 	held := buf[:0]
 	if len(c.ls) > len(buf) {
 		held = make([]Lease, 0, len(c.ls))
 	}
+	start := time.Now() // before any TryAcquire below
 	for i, l := range c.ls {
 		var lease Lease
 		if i == skip {
@@ -104,7 +107,7 @@ func (c *chain) tryAll(n, skip int, have Lease, since time.Time) (Lease, int) {
 			lease = l.TryAcquire(n)
 		}
 		if !lease.Granted() {
-			c.undo(held, i, since)
+			c.undo(held, i, start, skip, since)
 			if skip > i {
 				// The lease the caller waited for is behind the refusal:
 				// the caller drops it, so it goes back here.
@@ -122,7 +125,7 @@ func (c *chain) tryAll(n, skip int, have Lease, since time.Time) (Lease, int) {
 
 // TryAcquire takes n permits from every member, or from none.
 func (c *chain) TryAcquire(n int) Lease {
-	l, _ := c.tryAll(n, -1, Lease{}, time.Now())
+	l, _ := c.tryAll(n, -1, Lease{}, time.Time{})
 	return l
 }
 
@@ -135,14 +138,13 @@ func (c *chain) Acquire(ctx context.Context, n int) (Lease, error) {
 		}
 	}()
 	skip, have, since := -1, Lease{}, time.Time{}
+	backoff := time.Duration(0)
 	for {
 		if err := ctx.Err(); err != nil {
 			c.giveBack(skip, have, since)
 			return ctxDenied(err), err
 		}
-		if skip < 0 {
-			since = time.Now()
-		}
+		waited := skip >= 0
 		lease, i := c.tryAll(n, skip, have, since)
 		if lease.Granted() {
 			return lease, nil
@@ -152,7 +154,19 @@ func (c *chain) Acquire(ctx context.Context, n int) (Lease, error) {
 		case errors.Is(err, ErrExceedsLimit), errors.Is(err, ErrInvalidCount), errors.Is(err, ErrClosed):
 			return lease, fmt.Errorf("limiter: chain: %w", err)
 		}
-		if d := lease.RetryAfter(); d > 0 {
+		d := lease.RetryAfter()
+		if d <= 0 && waited {
+			// One member granted from its queue and another then refused
+			// without saying when: two members whose queues are ahead of
+			// the chain (NewestFirst can serve the chain's wait at once)
+			// would otherwise bounce it between them without ever
+			// blocking. Back off, doubling, until something changes.
+			backoff = min(max(2*backoff, time.Microsecond), 10*time.Millisecond)
+			d = backoff
+		} else if d > 0 {
+			backoff = 0
+		}
+		if d > 0 {
 			if err := pastDeadline(ctx, d); err != nil {
 				lease.why = reasonDeadline
 				return lease, fmt.Errorf("limiter: chain: %w", err)
@@ -165,22 +179,26 @@ func (c *chain) Acquire(ctx context.Context, n int) (Lease, error) {
 		// The refusing member cannot say when (a concurrency limiter waits
 		// for a release, or its queue is ahead): wait in its own queue, then
 		// try the others at the instant it grants.
+		before := time.Now() // the member's grant comes after this
 		l, err := c.ls[i].Acquire(ctx, n)
 		if err != nil {
 			return l, err
 		}
-		skip, have, since = i, l, time.Now()
+		skip, have, since = i, l, before
 	}
 }
 
-// giveBack returns a member's lease, taken by Acquire at since, that the
-// chain did not use.
+// giveBack returns a member's lease, taken by Acquire at or after since,
+// that the chain did not use.
 func (c *chain) giveBack(i int, l Lease, since time.Time) {
 	if i < 0 || !l.Granted() {
 		return
 	}
 	if r, ok := c.ls[i].(refunder); ok {
-		r.refund(l.permits, int64(time.Since(since))+1)
+		if e, ok := c.ls[i].(interface{ epoch() time.Time }); ok && l.retry > 0 {
+			since = e.epoch().Add(l.retry - 1) // the instant the member granted it
+		}
+		r.refund(l.permits, since)
 	} else {
 		l.Release()
 	}

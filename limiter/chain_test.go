@@ -232,20 +232,22 @@ func TestChainRefundsEveryAlgorithm(t *testing.T) {
 func TestChainRefundAfterWindowEndsIsDropped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fw, _ := NewFixedWindow(FixedWindowOptions{Limit: 1, Window: time.Second})
+		taken := time.Now()
 		if !fw.TryAcquire(1).Granted() {
 			t.Fatal("first grant refused")
 		}
 		time.Sleep(time.Second)
-		// elapsed reaches back into the previous window: no credit.
-		fw.refund(1, int64(time.Second))
+		// The take may lie in the previous window: no credit.
+		fw.refund(1, taken)
 		if !fw.TryAcquire(1).Granted() || fw.TryAcquire(1).Granted() {
 			t.Fatal("the new window must hold exactly one permit")
 		}
 		tb, _ := NewTokenBucket(TokenBucketOptions{Rate: Per(1, time.Second), Burst: 1})
 		tb.TryAcquire(1)
+		taken = time.Now()
 		time.Sleep(2 * time.Second)
 		tb.TryAcquire(1)
-		tb.refund(1, int64(2*time.Second)) // older than the permit's cost: dropped
+		tb.refund(1, taken) // older than the permit's cost: dropped
 		if tb.TryAcquire(1).Granted() {
 			t.Fatal("a stale token-bucket refund was credited")
 		}
@@ -286,5 +288,63 @@ func TestChainGivesBackWaitedLeaseOnRefusal(t *testing.T) {
 		if got := conc.InUse(); got != 0 {
 			t.Fatalf("after the chain's lease was released, conc has %d in use, want 0", got)
 		}
+	})
+}
+
+// A chain whose retry lands exactly on a window's edge, and is refused by a
+// later member, gives the window its permit back: the take happened in the
+// new window. (The refund used to reach back 1 ns into the previous window
+// and was dropped, so the failed try consumed the permit.)
+func TestChainRefundAtWindowEdge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fw, _ := NewFixedWindow(FixedWindowOptions{Limit: 1, Window: time.Millisecond})
+		pacer, _ := NewLeakyBucket(LeakyBucketOptions{Rate: Per(1, 2*time.Millisecond)})
+		ch := Chain(fw, pacer)
+		if !ch.TryAcquire(1).Granted() {
+			t.Fatal("the first chain grant was refused")
+		}
+		done := make(chan error)
+		go func() { _, err := ch.Acquire(t.Context(), 1); done <- err }() // retries at 1 ms, granted at 2 ms
+		time.Sleep(1500 * time.Microsecond)
+		if l := fw.TryAcquire(1); !l.Granted() {
+			t.Errorf("at 1.5 ms the window refuses (%v): the chain's failed try at 1 ms consumed its permit", l.Err())
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// Two NewestFirst members with older waiters queued each serve the chain's
+// wait at once and then refuse its retry without a RetryAfter. The chain
+// must block (back off) rather than bounce between them at one instant;
+// in a bubble a busy loop never lets the clock advance.
+func TestChainNewestFirstMembersDoNotSpin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := QueueOptions{Order: NewestFirst}
+		conc, _ := NewConcurrency(ConcurrencyOptions{Limit: 2, Queue: q})
+		log, _ := NewSlidingLog(SlidingLogOptions{Limit: 2, Window: time.Second, Queue: q})
+		held := conc.TryAcquire(1)
+		log.TryAcquire(1)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go func() { l, err := conc.Acquire(ctx, 2); l.Release(); _ = err }() // needs both permits
+		go func() { log.Acquire(ctx, 2) }()                                  // needs the window to pass
+		synctest.Wait()
+		start := time.Now()
+		cctx, ccancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		defer ccancel()
+		_, err := Chain(conc, log).Acquire(cctx, 1)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("chain Acquire: %v, want DeadlineExceeded", err)
+		}
+		if got := time.Since(start); got <= 0 || got > 300*time.Millisecond {
+			t.Fatalf("chain Acquire returned after %v, want within its 300ms deadline", got)
+		}
+		if conc.InUse() != 1 {
+			t.Fatalf("conc has %d in use after the chain gave up, want 1 (the test's own)", conc.InUse())
+		}
+		held.Release()
+		cancel()
 	})
 }

@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"sync/atomic"
+	"time"
 )
 
 // ConcurrencyOptions configures NewConcurrency.
@@ -125,7 +126,7 @@ func (c *Concurrency) capOverRelease() {
 }
 
 // refund gives back a chain's untaken permits: they were never granted.
-func (c *Concurrency) refund(n int, _ int64) {
+func (c *Concurrency) refund(n int, _ time.Time) {
 	c.granted.Add(-1)
 	c.ReleasePermits(n)
 }

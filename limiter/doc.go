@@ -190,8 +190,9 @@
 // tenant), made by [KeyedOptions].New on the key's first use, and made anew
 // if the key was evicted. Its TryAcquire and Acquire take the key as well as
 // n. A key whose limiter is idle (nobody waits, no lease is held, and its
-// state is that of a new limiter, so evicting it changes no decision) is
-// evicted lazily: each new key examines a few existing ones. No goroutine or
+// state is that of a new limiter, so evicting it changes no decision; for
+// the fixed and sliding windows, up to where their window edges fall: see
+// [KeyedOptions]) is evicted lazily: each new key examines a few existing ones. No goroutine or
 // timer runs per key or per Keyed; [Keyed.Prune] evicts every idle key at
 // once. Limiters from other packages, whose state cannot be read, are evicted
 // after KeyedOptions.IdleTimeout without a call. When New fails, the request

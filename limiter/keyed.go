@@ -30,7 +30,12 @@ type KeyedOptions[K comparable] struct {
 	// state cannot be read) after this long without a call. Zero never
 	// evicts them. This package's limiters are evicted as soon as they are
 	// idle: nobody waits, no lease is held, and their state is that of a new
-	// limiter, so eviction never changes a decision.
+	// limiter. For token buckets, pacers, sliding logs and concurrency
+	// limiters eviction therefore never changes a decision. A FixedWindow or
+	// SlidingWindow is idle when its current window holds no grant; the one
+	// made anew aligns its windows to the key's next use (as a counter with
+	// an expiry does), so its window edges, and hence some decisions, may
+	// differ from the evicted one's. Its bound holds in its own windows.
 	IdleTimeout time.Duration
 }
 

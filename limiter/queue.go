@@ -29,11 +29,11 @@ type policy interface {
 
 // refunder is implemented by this package's limiters so that a Chain can
 // give back permits it took when a later member refused: a failed chain
-// consumes nothing. elapsed is an upper bound on the nanoseconds since the
-// permits were taken; a refund that could no longer be made exactly is
-// dropped (the permits stay spent), never over-credited.
+// consumes nothing. The permits were taken at or after since (read from the
+// monotonic clock before the taking call); a refund that could no longer be
+// made exactly is dropped (the permits stay spent), never over-credited.
 type refunder interface {
-	refund(n int, elapsed int64)
+	refund(n int, since time.Time)
 }
 
 const closedBit = 1 << 30
@@ -45,6 +45,7 @@ type waiter struct {
 	ready      chan struct{} // poked when done, or when it becomes head or its wake time changes
 	done       bool          // granted or failed; guarded by base.mu
 	err        error
+	at         int64 // when it was granted, in the limiter's time; guarded by base.mu
 }
 
 // base holds what every limiter shares: clock origin, queue, counters, Close.
@@ -91,10 +92,25 @@ func (b *base) init(p policy, rel Releaser, q QueueOptions) {
 // now returns nanoseconds since the limiter was made, from the monotonic clock.
 func (b *base) now() int64 { return int64(time.Since(b.origin)) }
 
+// instant returns t in the limiter's time: nanoseconds since it was made.
+func (b *base) instant(t time.Time) int64 { return int64(t.Sub(b.origin)) }
+
 func (b *base) grant(n int) Lease {
 	b.granted.Add(1)
 	return Lease{rel: b.rel, permits: n, granted: true}
 }
+
+// grantAt is grant for a lease granted at now, which it records in the
+// lease (in retry, unused by a granted lease) so that a Chain that gives the
+// lease back can tell the limiter exactly when it was taken.
+func (b *base) grantAt(n int, now int64) Lease {
+	b.granted.Add(1)
+	return Lease{rel: b.rel, permits: n, granted: true, retry: time.Duration(now + 1)}
+}
+
+// epoch is the limiter's time origin: a granted lease's recorded instant
+// (see grantAt) counts from it.
+func (b *base) epoch() time.Time { return b.origin }
 
 func (b *base) reject(why reason, retry int64) Lease {
 	b.rejected.Add(1)
@@ -178,7 +194,7 @@ func (b *base) acquire(ctx context.Context, n int) (Lease, error) {
 			ok, retry = b.pol.take(now, n)
 			if ok {
 				b.mu.Unlock()
-				return b.grant(n), nil
+				return b.grantAt(n, now), nil
 			}
 		}
 		if err := pastDeadline(ctx, time.Duration(retry)); err != nil {
@@ -308,7 +324,7 @@ func (b *base) dispatch(now int64) {
 			return
 		}
 		b.remove(w)
-		w.done = true
+		w.done, w.at = true, now
 		b.granted.Add(1)
 		poke(w)
 	}
@@ -446,7 +462,7 @@ func (b *base) finish(w *waiter) (Lease, error) {
 	if err != nil {
 		return Denied(err, 0), err
 	}
-	return Lease{rel: b.rel, permits: n, granted: true}, nil
+	return Lease{rel: b.rel, permits: n, granted: true, retry: time.Duration(w.at + 1)}, nil
 }
 
 // cancel removes w after its context ended. A grant that won the race is

@@ -159,13 +159,13 @@ func (s *SlidingLog) Stats() Stats { return s.stats() }
 // with ErrClosed too. It returns nil, also when called again.
 func (s *SlidingLog) Close() error { return s.close() }
 
-func (s *SlidingLog) refund(n int, elapsed int64) {
+func (s *SlidingLog) refund(n int, since time.Time) {
 	s.mu.Lock()
-	now := s.now()
+	from := s.instant(since) // the permits were taken in [from, now]
 	left := int64(n)
 	for i := s.p.size - 1; i >= 0 && left > 0; i-- {
 		e := s.p.at(i)
-		if e.at < now-elapsed {
+		if e.at < from {
 			break
 		}
 		d := min(e.n, left)

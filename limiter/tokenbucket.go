@@ -1,6 +1,9 @@
 package limiter
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // TokenBucketOptions configures NewTokenBucket.
 type TokenBucketOptions struct {
@@ -59,8 +62,9 @@ func (t *TokenBucket) TryAcquire(n int) Lease {
 // waits and the bucket holds n permits, it takes them without a lock.
 func (t *TokenBucket) Acquire(ctx context.Context, n int) (Lease, error) {
 	if t.gate.Load() == 0 && n >= 0 && ctx.Err() == nil {
-		if st, _ := t.g.tryTake(t.now(), int64(n)); st == takeOK {
-			return t.grant(n), nil
+		now := t.now()
+		if st, _ := t.g.tryTake(now, int64(n)); st == takeOK {
+			return t.grantAt(n, now), nil
 		}
 	}
 	return t.acquire(ctx, n)
@@ -100,9 +104,9 @@ func (t *TokenBucket) Stats() Stats { return t.stats() }
 // with ErrClosed too. It returns nil, also when called again.
 func (t *TokenBucket) Close() error { return t.close() }
 
-func (t *TokenBucket) refund(n int, elapsed int64) {
+func (t *TokenBucket) refund(n int, since time.Time) {
 	t.mu.Lock()
-	if t.g.refund(t.now(), int64(n), elapsed) {
+	if now := t.now(); t.g.refund(now, int64(n), now-t.instant(since)) {
 		t.granted.Add(-1)
 	}
 	t.mu.Unlock()
@@ -163,8 +167,9 @@ func (l *LeakyBucket) TryAcquire(n int) Lease {
 // and the slot has come, it takes it without a lock.
 func (l *LeakyBucket) Acquire(ctx context.Context, n int) (Lease, error) {
 	if l.gate.Load() == 0 && n >= 0 && ctx.Err() == nil {
-		if st, _ := l.g.tryTake(l.now(), int64(n)); st == takeOK {
-			return l.grant(n), nil
+		now := l.now()
+		if st, _ := l.g.tryTake(now, int64(n)); st == takeOK {
+			return l.grantAt(n, now), nil
 		}
 	}
 	return l.acquire(ctx, n)
@@ -194,9 +199,9 @@ func (l *LeakyBucket) Stats() Stats { return l.stats() }
 // with ErrClosed too. It returns nil, also when called again.
 func (l *LeakyBucket) Close() error { return l.close() }
 
-func (l *LeakyBucket) refund(n int, elapsed int64) {
+func (l *LeakyBucket) refund(n int, since time.Time) {
 	l.mu.Lock()
-	if l.g.refund(l.now(), int64(n), elapsed) {
+	if now := l.now(); l.g.refund(now, int64(n), now-l.instant(since)) {
 		l.granted.Add(-1)
 	}
 	l.mu.Unlock()

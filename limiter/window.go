@@ -125,11 +125,11 @@ func (f *FixedWindow) Stats() Stats { return f.stats() }
 // with ErrClosed too. It returns nil, also when called again.
 func (f *FixedWindow) Close() error { return f.close() }
 
-func (f *FixedWindow) refund(n int, elapsed int64) {
+func (f *FixedWindow) refund(n int, since time.Time) {
 	f.mu.Lock()
-	now := f.now()
-	f.p.roll(now)
-	ok := (now-elapsed)/f.p.window == f.p.win && f.p.count >= int64(n)
+	f.p.roll(f.now())
+	// The permits were taken in [since, now]: in the current window if since is.
+	ok := max(f.instant(since), 0)/f.p.window == f.p.win && f.p.count >= int64(n)
 	if ok {
 		f.p.count -= int64(n)
 		f.granted.Add(-1)
@@ -296,12 +296,12 @@ func (s *SlidingWindow) Stats() Stats { return s.stats() }
 // with ErrClosed too. It returns nil, also when called again.
 func (s *SlidingWindow) Close() error { return s.close() }
 
-func (s *SlidingWindow) refund(n int, elapsed int64) {
+func (s *SlidingWindow) refund(n int, since time.Time) {
 	s.mu.Lock()
-	now := s.now()
-	s.p.roll(now)
+	s.p.roll(s.now())
 	i := s.p.cur % s.p.segs
-	ok := s.p.segOf(max(now-elapsed, 0)) == s.p.cur && s.p.counts[i] >= int64(n)
+	// The permits were taken in [since, now]: in the current segment if since is.
+	ok := s.p.segOf(max(s.instant(since), 0)) == s.p.cur && s.p.counts[i] >= int64(n)
 	if ok {
 		s.p.counts[i] -= int64(n)
 		s.p.total -= int64(n)

@@ -154,35 +154,12 @@ func chainDrawConfigs(t *rapid.T) []chainMember {
 			// nanosecond: it takes the bucket's permit, the NewestFirst
 			// member refuses (no barging), the chain gives the permit back
 			// (dropped), is served at once in that member's queue, and the
-			// bucket now refuses for 1ns. Virtual time crawls 1ns per
-			// iteration, as a busy loop. Reported with the NewestFirst spin.
+			// bucket now refuses for 1ns. Virtual time then crawls 1ns per
+			// iteration.
 			cs[i].c.per = time.Duration(2 * cs[i].c.events)
 		}
 		if k == concurrency {
 			cs[i].foreign = rapid.IntRange(0, 3).Draw(t, "foreign") == 0
-		}
-	}
-	// At most one member serves NewestFirst, and none when a member is a
-	// window. A NewestFirst member with a waiter queued refuses TryAcquire
-	// (no barging, RetryAfter 0) but serves the chain's Acquire at once, so
-	// a chain Acquire never blocks on it: when another member then refuses
-	// with RetryAfter 0 in the same way (a second NewestFirst member), the
-	// chain busy-loops without ever blocking; when it refuses because the
-	// chain's own refund a moment before was dropped (a window at its
-	// boundary, see chainLoose), the chain retries at every boundary, which
-	// for a window of a few nanoseconds is a busy loop too (a synctest
-	// bubble's clock then crawls). Reported as a limiter bug, with a
-	// reproduction kept out of the tree.
-	windows, newest := false, false
-	for _, m := range cs {
-		windows = windows || m.c.kind == fixedWindow || m.c.kind == slidingWindow
-	}
-	for i := range cs {
-		if cs[i].c.queue.Order == limiter.NewestFirst {
-			if newest || windows {
-				cs[i].c.queue.Order = limiter.OldestFirst
-			}
-			newest = true
 		}
 	}
 	return cs
@@ -192,20 +169,15 @@ func chainDrawConfigs(t *rapid.T) []chainMember {
 // back, because the chain dropped the refund (it never over-credits; the
 // member's bound and its recovery are checked regardless):
 //   - a foreign member, whose leases the chain gives back by Release;
-//   - a bucket whose permit costs less than 2ns: the chain rounds the time
-//     since the grant up by 1ns, and a refund is exact only while the
-//     permit's cost has not drained;
-//   - a fixed or sliding window: a chain that takes a window permit at a
-//     boundary instant and gives it back at once (a later member refused)
-//     has its refund dropped, since with that rounding the grant may have
-//     been in the previous window. The chain sleeps exactly until a
-//     window's boundary, so in a bubble this is common; see the report of
-//     TestChainWindowRefund (kept out of the tree, as it fails).
+//   - a bucket whose permit costs less than 2ns: a refund is exact only while
+//     the permit's cost has not drained, which at nanosecond resolution it
+//     has at once.
+//
+// Windows are exact: the chain tells each member when it took the permits
+// (a lease granted from a queue records its instant), so a take at a
+// window's edge is refunded to the window it was in.
 func chainLoose(m chainMember) bool {
-	switch m.c.kind {
-	case fixedWindow, slidingWindow:
-		return true
-	case tokenBucket, leakyBucket:
+	if m.c.kind == tokenBucket || m.c.kind == leakyBucket {
 		n, d := m.c.rate()
 		return 2*n > d
 	}
@@ -566,7 +538,7 @@ func chainCheck(cs []chainMember, s chainSchedule, r *chainRun) error {
 		// A foreign member's grants that the chain gave back by Release
 		// still count, and so do those of a bucket refilling faster than a
 		// permit a nanosecond, whose refund the chain cannot make exactly
-		// (elapsed is rounded up to 1ns) and drops.
+		// (its cost drains within the nanosecond) and drops.
 		if st := r.stats[i]; (st.Granted != int64(len(gs[i])) && !(chainLoose(m) && st.Granted > int64(len(gs[i])))) || st.Waiters != 0 || st.Queued != 0 {
 			fail("member %d: Stats after the run %+v; recorded %d grants (the chain's and its own), nothing queued", i, st, len(gs[i]))
 		}
