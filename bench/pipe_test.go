@@ -18,7 +18,6 @@ package bench
 import (
 	"flag"
 	"io"
-	"syscall"
 	"testing"
 	"time"
 
@@ -190,14 +189,6 @@ func pipeMeasure(b *testing.B, r io.Reader, drain func()) {
 	b.ReportMetric(100*cpu.Seconds()/wall.Seconds(), "cpu%")
 }
 
-// pipeCPU is the CPU time (user + system) the process has used.
-func pipeCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // TestPipeRealClock measures, on the real clock, the throughput of a pipe
 // Reader (or Writer) across rates, bursts and read sizes, as a percentage
