@@ -189,7 +189,6 @@ func pipeMeasure(b *testing.B, r io.Reader, drain func()) {
 	b.ReportMetric(100*cpu.Seconds()/wall.Seconds(), "cpu%")
 }
 
-
 // TestPipeRealClock measures, on the real clock, the throughput of a pipe
 // Reader (or Writer) across rates, bursts and read sizes, as a percentage
 // of the limit, with the CPU it used. It takes about 25 s, so it runs only
