@@ -262,28 +262,8 @@ type chainSchedule struct {
 
 func chainDrawOp(c config, maxN int, u time.Duration) *rapid.Generator[op] {
 	return rapid.Custom(func(t *rapid.T) op {
-		var o op
-		switch die := rapid.IntRange(0, 9).Draw(t, "kind"); {
-		case die < 5:
-			o.kind = opAcquire
-			switch die := rapid.IntRange(0, 9).Draw(t, "ctx"); {
-			case die < 5:
-				o.ctx = ctxPlain
-			case die < 7:
-				o.ctx = ctxDeadline
-			case die < 9:
-				o.ctx = ctxCancel
-			default:
-				o.ctx = ctxDone
-			}
-			if o.ctx == ctxDeadline || o.ctx == ctxCancel {
-				o.d = drawSpan(t, u, "ctxDelay")
-			}
-		case die < 8:
-			o.kind = opTry
-		default:
-			o.kind = opSleep
-			o.d = drawSpan(t, u, "sleep")
+		o := drawOpShape(t, u)
+		if o.kind == opSleep {
 			return o
 		}
 		switch die := rapid.IntRange(0, 39).Draw(t, "nDie"); {

@@ -92,32 +92,39 @@ type schedule struct {
 	probes  []probe       // after every worker ended and every lease was released
 }
 
+// drawOpShape draws an op's kind and, for an Acquire, its context, for a
+// Sleep its length (spans scaled to u); the caller draws the request.
+func drawOpShape(t *rapid.T, u time.Duration) op {
+	var o op
+	switch die := rapid.IntRange(0, 9).Draw(t, "kind"); {
+	case die < 5:
+		o.kind = opAcquire
+		switch die := rapid.IntRange(0, 9).Draw(t, "ctx"); {
+		case die < 5:
+			o.ctx = ctxPlain
+		case die < 7:
+			o.ctx = ctxDeadline
+		case die < 9:
+			o.ctx = ctxCancel
+		default:
+			o.ctx = ctxDone
+		}
+		if o.ctx == ctxDeadline || o.ctx == ctxCancel {
+			o.d = drawSpan(t, u, "ctxDelay")
+		}
+	case die < 8:
+		o.kind = opTry
+	default:
+		o.kind = opSleep
+		o.d = drawSpan(t, u, "sleep")
+	}
+	return o
+}
+
 func drawOp(c config) *rapid.Generator[op] {
 	return rapid.Custom(func(t *rapid.T) op {
 		u := c.unit()
-		var o op
-		switch die := rapid.IntRange(0, 9).Draw(t, "kind"); {
-		case die < 5:
-			o.kind = opAcquire
-			switch die := rapid.IntRange(0, 9).Draw(t, "ctx"); {
-			case die < 5:
-				o.ctx = ctxPlain
-			case die < 7:
-				o.ctx = ctxDeadline
-			case die < 9:
-				o.ctx = ctxCancel
-			default:
-				o.ctx = ctxDone
-			}
-			if o.ctx == ctxDeadline || o.ctx == ctxCancel {
-				o.d = drawSpan(t, u, "ctxDelay")
-			}
-		case die < 8:
-			o.kind = opTry
-		default:
-			o.kind = opSleep
-			o.d = drawSpan(t, u, "sleep")
-		}
+		o := drawOpShape(t, u)
 		if o.kind != opSleep {
 			o.n = drawRequest(t, c, "n", true)
 			if c.kind == concurrency {
