@@ -203,3 +203,17 @@ func (c *chain) giveBack(i int, l Lease, since time.Time) {
 		l.Release()
 	}
 }
+
+// Quota returns the Quota of the member with the fewest permits remaining
+// (the one that would refuse first) among the members that report one, or
+// the zero Quota when none does.
+func (c *chain) Quota() Quota {
+	var best Quota
+	found := false
+	for _, l := range c.ls {
+		if q, ok := QuotaOf(l); ok && (!found || q.Remaining < best.Remaining) {
+			best, found = q, true
+		}
+	}
+	return best
+}

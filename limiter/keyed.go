@@ -209,6 +209,7 @@ func (k *Keyed[K]) For(key K) Limiter { return forKey[K]{k, key} }
 type keyedSet[K comparable] interface {
 	TryAcquire(key K, n int) Lease
 	Acquire(ctx context.Context, key K, n int) (Lease, error)
+	Quota(key K) Quota
 }
 
 // forKey is one key of a keyed limiter, as a Limiter.
@@ -218,6 +219,7 @@ type forKey[K comparable] struct {
 }
 
 func (f forKey[K]) TryAcquire(n int) Lease { return f.set.TryAcquire(f.key, n) }
+func (f forKey[K]) Quota() Quota           { return f.set.Quota(f.key) }
 func (f forKey[K]) Acquire(ctx context.Context, n int) (Lease, error) {
 	return f.set.Acquire(ctx, f.key, n)
 }
@@ -262,4 +264,21 @@ func (k *Keyed[K]) Close() error {
 		s.mu.Unlock()
 	}
 	return errors.Join(errs...)
+}
+
+// Quota returns the Quota of key's limiter (made if the key is new), or the
+// zero Quota when that limiter does not report one or the factory fails.
+func (k *Keyed[K]) Quota(key K) Quota {
+	if k.closed.Load() {
+		return Quota{}
+	}
+	s := k.shard(key)
+	s.mu.Lock()
+	e, err := k.entry(s, key, k.now())
+	s.mu.Unlock()
+	if err != nil {
+		return Quota{}
+	}
+	q, _ := QuotaOf(e.lim)
+	return q
 }

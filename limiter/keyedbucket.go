@@ -276,3 +276,30 @@ func (k *KeyedTokenBucket[K]) Close() error {
 	k.closed.Store(true)
 	return nil
 }
+
+// Quota returns the Quota of key's bucket (see Quota): a key not seen, or
+// whose bucket is full, reports a full bucket.
+func (k *KeyedTokenBucket[K]) Quota(key K) Quota {
+	c := k.cfg
+	now := int64(time.Since(k.origin))
+	h := maphash.Comparable(k.seed, key)
+	s := &k.shards[h>>(64-6)]
+	s.mu.Lock()
+	var debt int64
+	if len(s.ctrl) > 0 {
+		if i, found := s.find(key, h); found {
+			debt = max(s.slots[i].tat-(now-s.base)*c.n, 0)
+		}
+	}
+	s.mu.Unlock()
+	window, ok := mulDivCeil(c.burst, c.d, c.n)
+	if !ok {
+		window = int64(1<<63 - 1)
+	}
+	return Quota{
+		Limit:     c.burst,
+		Window:    time.Duration(window),
+		Remaining: max((c.tol-debt)/c.d, 0),
+		Reset:     time.Duration(ceilDiv(debt, c.n)),
+	}
+}

@@ -64,7 +64,8 @@ func TestDenied(t *testing.T) {
 		{ErrNoLimiter, ErrNoLimiter, 0, 0},
 		{context.Canceled, context.Canceled, 0, 0},
 		{fmt.Errorf("wrapped: %w", context.DeadlineExceeded), context.DeadlineExceeded, time.Second, time.Second},
-		{other, ErrLimited, 5 * time.Millisecond, 5 * time.Millisecond},
+		{other, other, 5 * time.Millisecond, 5 * time.Millisecond}, // kept intact: redislimit's ErrUnavailable
+		{fmt.Errorf("redis: %w", other), other, 0, 0},
 		{nil, ErrLimited, -time.Second, 0}, // negative retry clamped to 0
 	} {
 		l := Denied(tc.err, tc.retry)

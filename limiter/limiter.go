@@ -106,10 +106,13 @@ func NewLease(n int, r Releaser) Lease {
 	return Lease{rel: r, permits: n, granted: true}
 }
 
-// Denied returns a lease that was not granted because of err (one of this
-// package's errors, matched with errors.Is; anything else reads as
-// ErrLimited), with a retry hint (0 if unknown). It is for implementations of
-// Limiter outside this package.
+// Denied returns a lease that was not granted because of err, with a retry
+// hint (0 if unknown). It is for implementations of Limiter outside this
+// package. The lease's Err returns err itself (a nil err reads as
+// ErrLimited), so an error of another package, such as one wrapping
+// redislimit.ErrUnavailable, reaches the caller intact; this package's
+// errors and the context errors are recognised with errors.Is and cost no
+// allocation, any other error one small allocation.
 func Denied(err error, retryAfter time.Duration) Lease {
 	why := reasonLimited
 	switch {
@@ -131,8 +134,20 @@ func Denied(err error, retryAfter time.Duration) Lease {
 	if retryAfter < 0 {
 		retryAfter = 0
 	}
-	return Lease{retry: retryAfter, why: why}
+	l := Lease{retry: retryAfter, why: why}
+	if err != nil && err != why.err() {
+		l.rel = foreignErr{&err}
+	}
+	return l
 }
+
+// foreignErr carries the error of a lease refused by a limiter outside this
+// package in the lease's rel field, unused by refused leases. It is one
+// pointer, so storing it in the interface does not allocate beyond err.
+type foreignErr struct{ err *error }
+
+// ReleasePermits does nothing: a refused lease holds no permits.
+func (foreignErr) ReleasePermits(int) {}
 
 func denied(why reason, retry time.Duration) Lease {
 	return Lease{retry: retry, why: why}
@@ -176,6 +191,9 @@ func (l Lease) RetryAfter() time.Duration {
 func (l Lease) Err() error {
 	if l.granted {
 		return nil
+	}
+	if f, ok := l.rel.(foreignErr); ok {
+		return *f.err
 	}
 	if l.why == reasonNone {
 		return ErrLimited

@@ -25,6 +25,9 @@ type policy interface {
 	available(now int64) int64
 	// idle reports whether the state is that of a new limiter at now.
 	idle(now int64) bool
+	// quota reports the policy and its state at now (see Quota); Remaining
+	// ignores the queue.
+	quota(now int64) Quota
 }
 
 // refunder is implemented by this package's limiters so that a Chain can
