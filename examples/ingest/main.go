@@ -1,7 +1,7 @@
-// Command ingest is the seed's rate-limiting-pattern case: 10,000 records
-// of 10 units each go into a store that accepts 20,000 units per second and
-// rejects the rest (as a database with provisioned throughput answers "429
-// Too Many Requests"). Two clients write the same records:
+// Command ingest writes 10,000 records of 10 units each into a store that
+// accepts 20,000 units per second and rejects the rest, as a database with
+// provisioned throughput answers "429 Too Many Requests". Two clients write
+// the same records:
 //
 //   - naive sends every record as fast as it can, then retries the rejected
 //     ones a second later, pass after pass;
@@ -18,11 +18,15 @@
 // Run it with (about 9 s):
 //
 //	go run ./examples/ingest
+//	go run ./examples/ingest -records 2000 -client-rate 25000   # faster than the store: rejections
+//
+// Flags set the sizes; -h lists them. It takes no arguments.
 package main
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -61,6 +65,28 @@ var defaultConfig = config{
 	Retry:      time.Second,
 }
 
+// maxRecords bounds -records, so that a typo cannot ask for gigabytes.
+const maxRecords = 10_000_000
+
+// validate says which setting is wrong, by its flag's name, and why.
+func (c config) validate() error {
+	switch {
+	case c.Records < 1 || c.Records > maxRecords:
+		return fmt.Errorf("-records must be from 1 to %s, got %d", thousands(maxRecords), c.Records)
+	case c.Units < 1:
+		return fmt.Errorf("-units must be at least 1, got %d", c.Units)
+	case c.StoreRate < c.Units:
+		return fmt.Errorf("-store-rate must be at least a record's -units (%d), or the store could never take one; got %d", c.Units, c.StoreRate)
+	case c.ClientRate < 1:
+		return fmt.Errorf("-client-rate must be at least 1 unit a second, got %d", c.ClientRate)
+	case c.Burst < c.Units:
+		return fmt.Errorf("-burst must be at least a record's -units (%d), or the rate-limited client could never send one; got %d", c.Units, c.Burst)
+	case c.Retry <= 0:
+		return fmt.Errorf("-retry must be a positive duration such as 1s, got %v", c.Retry)
+	}
+	return nil
+}
+
 // row is one client's outcome.
 type row struct {
 	Client   string
@@ -77,17 +103,76 @@ type result struct {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if _, err := run(ctx, os.Stdout, defaultConfig); err != nil {
-		fmt.Fprintln(os.Stderr, "ingest:", err)
-		os.Exit(1)
+	code := cli(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+const usageText = `Usage: ingest [flags]
+
+Writes the same records into a simulated store that rejects what goes over
+its rate, twice: naively (send everything, retry the rejected records a
+second later), and rate-limited (each record waits for its units from a
+token bucket under the store's rate). Prints, per client, the records sent,
+the rejections, the passes and the time.
+
+Flags:
+`
+
+// cli runs the program with the command-line arguments args (without the
+// program's name) and returns its exit status: 0 done (or -h), 1 the run
+// failed, 2 the command line is wrong.
+func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg := defaultConfig
+	fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
+	fs.IntVar(&cfg.Records, "records", cfg.Records, "records to store")
+	fs.IntVar(&cfg.Units, "units", cfg.Units, "units each record costs the store")
+	fs.IntVar(&cfg.StoreRate, "store-rate", cfg.StoreRate, "units the store accepts in any one second")
+	fs.IntVar(&cfg.ClientRate, "client-rate", cfg.ClientRate, "units per second the rate-limited client sends")
+	fs.IntVar(&cfg.Burst, "burst", cfg.Burst, "units the rate-limited client may send at once")
+	fs.DurationVar(&cfg.Retry, "retry", cfg.Retry, "wait before each pass over the rejected records")
+	if code, ok := parseArgs(fs, args, usageText, stdout, stderr); !ok {
+		return code
 	}
+	if err := cfg.validate(); err != nil {
+		fmt.Fprintf(stderr, "ingest: %v\nRun 'ingest -h' for usage.\n", err)
+		return 2
+	}
+	if _, err := run(ctx, stdout, cfg); err != nil {
+		fmt.Fprintln(stderr, "ingest:", err)
+		return 1
+	}
+	return 0
+}
+
+// parseArgs parses args with fs, which takes no arguments besides its
+// flags. With ok false the program stops with exit status code: 0 after -h
+// (the usage goes to stdout), 2 after an unknown flag, a bad value or an
+// argument (the error goes to stderr).
+func parseArgs(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (code int, ok bool) {
+	fs.SetOutput(stderr) // flag prints its own errors there, naming the flag
+	fs.Usage = func() {} // printed below, where it belongs
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, usage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return 0, false
+	case err != nil:
+		fmt.Fprintf(stderr, "Run '%s -h' for usage.\n", fs.Name())
+		return 2, false
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "%s: unexpected argument %q: it takes only flags\nRun '%s -h' for usage.\n", fs.Name(), fs.Arg(0), fs.Name())
+		return 2, false
+	}
+	return 0, true
 }
 
 func run(ctx context.Context, w io.Writer, cfg config) (result, error) {
 	var res result
-	if cfg.Records < 0 || cfg.Units <= 0 || cfg.StoreRate <= 0 || cfg.ClientRate <= 0 || cfg.Burst < cfg.Units {
-		return res, fmt.Errorf("invalid config %+v", cfg)
+	if err := cfg.validate(); err != nil {
+		return res, err
 	}
 	records := make([]record, cfg.Records)
 	for i := range records {

@@ -145,3 +145,44 @@ func TestThousands(t *testing.T) {
 		}
 	}
 }
+
+// TestCLI runs the command line as a user would type it: -h answers with the
+// usage and status 0; unknown flags, bad values and arguments fail with
+// status 2 and a message that names what was wrong; a good command line
+// runs (on a virtual clock) and succeeds.
+func TestCLI(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		out  string // in stdout
+		err  string // in stderr
+	}{
+		{[]string{"-h"}, 0, "Usage: ingest [flags]", ""},
+		{[]string{"-help"}, 0, "-client-rate int", ""},
+		{[]string{"-bogus"}, 2, "", "flag provided but not defined: -bogus"},
+		{[]string{"extra"}, 2, "", `unexpected argument "extra"`},
+		{[]string{"-records", "100", "extra"}, 2, "", `unexpected argument "extra"`},
+		{[]string{"-records", "abc"}, 2, "", `invalid value "abc" for flag -records`},
+		{[]string{"-records", "0"}, 2, "", "-records must be from 1 to 10,000,000, got 0"},
+		{[]string{"-records", "20000000"}, 2, "", "-records must be from 1 to 10,000,000"},
+		{[]string{"-units", "0"}, 2, "", "-units must be at least 1, got 0"},
+		{[]string{"-store-rate", "5"}, 2, "", "-store-rate must be at least a record's -units (10)"},
+		{[]string{"-client-rate", "-1"}, 2, "", "-client-rate must be at least 1 unit a second, got -1"},
+		{[]string{"-burst", "9"}, 2, "", "-burst must be at least a record's -units (10)"},
+		{[]string{"-retry", "0s"}, 2, "", "-retry must be a positive duration"},
+		{[]string{"-retry", "soon"}, 2, "", `invalid value "soon" for flag -retry`},
+		{[]string{"-records", "100", "-store-rate", "200", "-client-rate", "200", "-burst", "10"}, 0, "rate-limited           100           0       1  4.95 s", ""},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := cli(t.Context(), tc.args, &stdout, &stderr)
+			if code != tc.code || !strings.Contains(stdout.String(), tc.out) || !strings.Contains(stderr.String(), tc.err) {
+				t.Errorf("ingest %q: status %d, stdout %q, stderr %q; want status %d, %q in stdout, %q in stderr",
+					tc.args, code, stdout.String(), stderr.String(), tc.code, tc.out, tc.err)
+			}
+			if tc.code == 2 && (stdout.Len() > 0 || !strings.Contains(stderr.String(), "Run 'ingest -h' for usage.")) {
+				t.Errorf("ingest %q: stdout %q, stderr %q; want nothing on stdout and a pointer to -h", tc.args, stdout.String(), stderr.String())
+			}
+		})
+	}
+}
