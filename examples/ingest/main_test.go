@@ -124,7 +124,7 @@ func TestStore(t *testing.T) {
 		if got := accepted(1, 1); got != 0 {
 			t.Error("at 1s-1ns: a write accepted with 100 units in (-1ns, 1s-1ns]")
 		}
-		time.Sleep(1) // at 1 s, those at 0 are out of (0, 1s]
+		time.Sleep(time.Nanosecond) // at 1 s, those at 0 are out of (0, 1s]
 		if got := accepted(10, 10); got != 7 {
 			t.Errorf("at 1 s: %d of 10 records of 10 units accepted, want 7", got)
 		}
