@@ -246,12 +246,18 @@ type QueueOptions struct {
 	Limit int
 	// Order is the service order: OldestFirst (default) or NewestFirst.
 	Order Order
-	// Spin, when positive, finishes the last Spin of the head waiter's wait
-	// by polling the clock (yielding with runtime.Gosched between polls)
-	// instead of a timer. Timers on Linux often fire up to a millisecond late,
-	// which caps a pacer at roughly 1,000 grants a second; spinning grants on
-	// time at 100,000 a second, at the cost of keeping one core busy while the
-	// head waiter spins. Zero (the default) waits with timers only.
+	// Spin, when positive, fixes how long before its instant the head
+	// waiter stops sleeping on a timer and polls the clock instead (yielding
+	// with runtime.Gosched between polls). Zero, the default, adapts it to
+	// how late timers have fired in this process (an estimate of their 90th
+	// percentile lateness, at most 2 ms): timers on Linux fire up to a
+	// millisecond late, and a grant booked when a late timer fires loses
+	// that lateness, which caps a pacer well under its rate. Either way a
+	// grant is never booked before the instant the bound allows, and where
+	// the clock stands still while polled, as in a testing/synctest bubble,
+	// the waiter waits on its timer alone. The spin costs CPU while a head
+	// waiter spins: up to one core for rates whose waits are shorter than
+	// about a millisecond.
 	Spin time.Duration
 }
 

@@ -3,10 +3,11 @@ package limiter
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rategate/rategate/internal/precise"
 )
 
 // policy is one algorithm's state machine. base calls its methods with
@@ -352,110 +353,37 @@ func (b *base) kick() {
 	b.mu.Unlock()
 }
 
-const (
-	spinReached = iota
-	spinPoked
-	spinCanceled
-	spinStuck
-)
-
-// spinUntil polls the clock until wake, yielding between polls while the
-// wake is further than spinTight away and polling the clock alone after
-// that, so that the grant is late by about one clock read. It gives up when
-// poked, when ctx ends, or when the clock stands still across many polls,
-// as it does inside a testing/synctest bubble, where only a timer moves time.
-func (b *base) spinUntil(ctx context.Context, w *waiter, wake int64) int {
-	const spinTight = 20_000 // ns
-	last, still := b.now(), 0
-	for i := 0; ; i++ {
-		now := b.now()
-		if now >= wake {
-			return spinReached
-		}
-		if now == last {
-			if still++; still > 64 {
-				return spinStuck
-			}
-		} else {
-			last, still = now, 0
-		}
-		far := wake-now > spinTight
-		if far || i%64 == 0 {
-			select {
-			case <-w.ready:
-				return spinPoked
-			case <-ctx.Done():
-				return spinCanceled
-			default:
-			}
-		}
-		if far {
-			runtime.Gosched()
-		}
-	}
-}
-
 // wait blocks until w is granted or failed, or ctx ends. Only the head of the
-// queue arms a timer, and only while the state says when it can be served.
+// queue waits for an instant, and only while the state says when it can be
+// served; it waits precisely (a timer, then a short spin: see
+// internal/precise), so that its grant is booked at that instant, not when a
+// late timer fires. QueueOptions.Spin, when set, fixes the spin's length.
 func (b *base) wait(ctx context.Context, w *waiter) (Lease, error) {
-	var timer *time.Timer
-	var timerC <-chan time.Time
-	canSpin := b.q.Spin > 0
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	pt := precise.Timer{Spin: b.q.Spin}
+	defer pt.Stop()
 	for {
 		b.mu.Lock()
 		if w.done {
 			b.mu.Unlock()
 			return b.finish(w)
 		}
-		wake := int64(-1)
-		if b.head == w {
-			wake = b.wakeAt
-		}
-		var now int64
-		if wake >= 0 {
-			now = b.now()
-			if wake <= now {
+		var at time.Time
+		if b.head == w && b.wakeAt >= 0 {
+			if now := b.now(); b.wakeAt <= now {
 				b.dispatch(now)
 				b.mu.Unlock()
 				continue
 			}
+			at = b.origin.Add(time.Duration(b.wakeAt))
 		}
 		b.mu.Unlock()
-		timerC = nil
-		if wake >= 0 {
-			d := wake - now
-			if canSpin && d <= int64(b.q.Spin) {
-				switch b.spinUntil(ctx, w, wake) {
-				case spinReached, spinPoked:
-					continue
-				case spinCanceled:
-					return b.cancel(ctx, w)
-				case spinStuck:
-					canSpin = false
-				}
-			} else if canSpin {
-				d -= int64(b.q.Spin)
-			}
-			if timer == nil {
-				timer = time.NewTimer(time.Duration(d))
-			} else {
-				timer.Reset(time.Duration(d))
-			}
-			timerC = timer.C
-		}
-		select {
-		case <-w.ready:
-		case <-timerC:
+		switch pt.Until(ctx, w.ready, at, 0) {
+		case precise.Done:
+			return b.cancel(ctx, w)
+		case precise.Reached:
 			b.mu.Lock()
 			b.dispatch(b.now())
 			b.mu.Unlock()
-		case <-ctx.Done():
-			return b.cancel(ctx, w)
 		}
 	}
 }

@@ -1,0 +1,226 @@
+// Package precise waits until an instant of the monotonic clock, on time,
+// without blocking an OS thread.
+//
+// Go's timers wake late: on Linux the runtime sleeps in epoll_wait, whose
+// timeout is whole milliseconds, so a timer fires up to a millisecond after
+// its instant, plus the kernel's and the scheduler's own delay. A waiter that
+// must act at the instant (a pacer granting its next permit) loses that
+// lateness on every wait. A Timer therefore sleeps on a Go timer for a whole
+// number of milliseconds, ending a little before the instant, and then polls
+// the clock, yielding the processor between polls (runtime.Gosched), until
+// the instant: the final stretch, the spin, is late by about one clock read.
+//
+// How long the spin is follows the lateness the process has observed: a
+// running estimate of the 90th percentile of how late its whole-millisecond
+// timers fired, capped at MaxSpin. A caller that can absorb some lateness at
+// no cost (a token bucket whose spare burst keeps filling) says so with a
+// slack, which shortens the spin or removes it.
+//
+// Where the clock does not move while it is polled, as inside a
+// testing/synctest bubble (whose clock advances only when every goroutine
+// is blocked) or on a clock too coarse to poll, a Timer notices and waits on
+// its Go timer alone, so virtual time stays deterministic.
+package precise
+
+import (
+	"context"
+	"runtime"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	// MaxSpin caps the spin: past it, a late timer costs the waiter its
+	// lateness rather than more CPU.
+	MaxSpin = 2 * time.Millisecond
+	// minSpin is the smallest estimate: the cost of a wake-up itself.
+	minSpin = 20 * time.Microsecond
+	// initialSpin is the estimate before any timer was observed: timers on
+	// Linux commonly fire up to about a millisecond late.
+	initialSpin = time.Millisecond
+	// grain is the resolution of the runtime's timers on Linux (epoll_wait
+	// takes milliseconds): a timer of a whole number of grains wakes late by
+	// the kernel's and scheduler's delay only, a shorter remainder rounds up
+	// to a whole grain.
+	grain = time.Millisecond
+	// tight is how close to the instant the spin stops yielding and polls
+	// the clock alone, so that a goroutine run by Gosched cannot make it late.
+	tight = 20 * time.Microsecond
+	// stuck is how many polls in a row must see the same clock reading for
+	// the clock to count as standing still.
+	stuck = 16
+)
+
+// lateness is the process's estimate of the 90th percentile of how late a
+// whole-grain timer fires, in nanoseconds; 0 means no observation yet.
+var lateness atomic.Int64
+
+// Lateness returns the current estimate of how late a timer fires (the
+// 90th percentile, between minSpin and MaxSpin).
+func Lateness() time.Duration {
+	if v := lateness.Load(); v > 0 {
+		return time.Duration(v)
+	}
+	return initialSpin
+}
+
+// observe updates the estimate with one timer's lateness. The estimate moves
+// up by 9 steps when late is above it and down by one step otherwise, so it
+// settles where 10% of the observations lie above it; a step is 1/128 of the
+// estimate, so it follows the lateness within a few hundred waits, in
+// either direction, whatever its scale.
+func observe(late time.Duration) {
+	raw := lateness.Load()
+	old := time.Duration(raw)
+	if raw == 0 {
+		old = initialSpin
+	}
+	step := old >> 7
+	next := old - step
+	if late > old {
+		next = old + 9*step
+	}
+	next = min(max(next, minSpin), MaxSpin)
+	// A lost race drops this observation: it is an estimate.
+	lateness.CompareAndSwap(raw, int64(next))
+}
+
+// Result says why a wait ended.
+type Result int
+
+const (
+	// Reached: the clock reached the instant.
+	Reached Result = iota
+	// Woken: a value arrived on the wake channel.
+	Woken
+	// Done: the context ended.
+	Done
+)
+
+// Timer waits precisely. The zero Timer is ready for use. A Timer is not
+// safe for concurrent use; reuse one per waiter to wait without allocating.
+type Timer struct {
+	// Spin, when positive, is the spin's length, in place of the estimate.
+	Spin time.Duration
+
+	t       *time.Timer
+	virtual bool // the clock stood still while polled: Go timers only
+}
+
+// Stop releases the Timer's Go timer, if it runs.
+func (t *Timer) Stop() {
+	if t.t != nil {
+		t.t.Stop()
+	}
+}
+
+// Until waits until the clock reaches at, a value arrives on wake (a nil
+// wake never does), or ctx ends, and says which came first. A zero at means
+// no instant: only wake or ctx end the wait. slack is how late past at the
+// caller may be woken at no cost: the spin is shortened by it, and a slack of
+// at least the estimated lateness waits on a Go timer alone.
+//
+// When it returns Reached, the clock reads at or later, never earlier.
+func (t *Timer) Until(ctx context.Context, wake <-chan struct{}, at time.Time, slack time.Duration) Result {
+	if at.IsZero() {
+		select {
+		case <-wake:
+			return Woken
+		case <-ctx.Done():
+			return Done
+		}
+	}
+	for {
+		left := time.Until(at)
+		if left <= 0 {
+			return Reached
+		}
+		window := t.window(slack)
+		d := left
+		if window > 0 {
+			d = (left - window).Truncate(grain)
+		}
+		if d <= 0 {
+			return t.spin(ctx, wake, at)
+		}
+		armed := time.Now()
+		if r := t.sleep(ctx, wake, d); r != Reached {
+			return r
+		}
+		late := time.Since(armed) - d
+		if late == 0 {
+			// Woken exactly on time: a virtual clock, as in a
+			// testing/synctest bubble, where polling would not move it.
+			t.virtual = true
+		} else if window > 0 {
+			observe(late)
+		}
+	}
+}
+
+// window is how long before the instant the Go timer should end and the
+// spin begin.
+func (t *Timer) window(slack time.Duration) time.Duration {
+	if t.virtual {
+		return 0
+	}
+	w := t.Spin
+	if w <= 0 {
+		w = Lateness()
+	}
+	return max(w-slack, 0)
+}
+
+// sleep waits d on the Go timer, or until wake or ctx.
+func (t *Timer) sleep(ctx context.Context, wake <-chan struct{}, d time.Duration) Result {
+	if t.t == nil {
+		t.t = time.NewTimer(d)
+	} else {
+		t.t.Reset(d)
+	}
+	select {
+	case <-t.t.C:
+		return Reached
+	case <-wake:
+		t.t.Stop()
+		return Woken
+	case <-ctx.Done():
+		t.t.Stop()
+		return Done
+	}
+}
+
+// spin polls the clock until at, yielding between polls while the instant
+// is more than tight away. It checks wake and ctx on every yielding poll and
+// every 64th tight one. When the clock stands still across polls, it marks
+// the Timer virtual and waits the rest on the Go timer.
+func (t *Timer) spin(ctx context.Context, wake <-chan struct{}, at time.Time) Result {
+	last, still := time.Now(), 0
+	for i := 0; ; i++ {
+		now := time.Now()
+		left := at.Sub(now)
+		if left <= 0 {
+			return Reached
+		}
+		if now.Equal(last) {
+			if still++; still >= stuck {
+				t.virtual = true
+				return t.Until(ctx, wake, at, 0)
+			}
+		} else {
+			last, still = now, 0
+		}
+		if left > tight || i%64 == 0 {
+			select {
+			case <-wake:
+				return Woken
+			case <-ctx.Done():
+				return Done
+			default:
+			}
+		}
+		if left > tight {
+			runtime.Gosched()
+		}
+	}
+}
