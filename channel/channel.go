@@ -103,6 +103,7 @@ func (c *Chan[T]) Send(ctx context.Context, v T) error { return c.SendN(ctx, v, 
 // context.TODO: those have neither values, deadline nor cancellation, so
 // all such sends share one context, the Chan's, done when it is closed.
 func (c *Chan[T]) SendN(ctx context.Context, v T, n int) error {
+	mustContext(ctx)
 	if c.g.closed.Load() {
 		return ErrClosed
 	}
@@ -154,6 +155,16 @@ func (c *Chan[T]) TrySendN(v T, n int) error {
 	return c.put(v, &lease)
 }
 
+// mustContext panics if ctx is nil. A nil Context is a programming error,
+// reported as the standard library's context functions report it: with a
+// panic, here at once, before a lock is taken or anything changed, so the
+// Chan stays usable by whoever recovers.
+func mustContext(ctx context.Context) {
+	if ctx == nil {
+		panic("channel: nil Context")
+	}
+}
+
 // put buffers v with its lease, or releases the lease if c was closed
 // meanwhile. (The lease is passed by pointer: each copy of a Lease costs.)
 func (c *Chan[T]) put(v T, lease *limiter.Lease) error {
@@ -184,6 +195,7 @@ func (c *Chan[T]) signal() {
 // it waits for one. It fails with ErrClosed once the Chan is closed and its
 // buffer empty, and with ctx's error if ctx ends while it waits.
 func (c *Chan[T]) Recv(ctx context.Context) (T, error) {
+	mustContext(ctx)
 	c.mu.Lock()
 	if c.q.n > 0 && c.nrecv == 0 { // the fast path: an item, and no one to wake
 		var e entry[T]
@@ -265,6 +277,7 @@ func (c *Chan[T]) TryRecv() (T, bool) {
 // before each item); breaking out of it leaves the remaining items buffered.
 // Check ctx.Err() after the loop to tell the two endings apart.
 func (c *Chan[T]) All(ctx context.Context) iter.Seq[T] {
+	mustContext(ctx)
 	return func(yield func(T) bool) {
 		for ctx.Err() == nil {
 			v, err := c.Recv(ctx)

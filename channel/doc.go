@@ -48,6 +48,12 @@
 // buffered items and releases their leases. Close does not discard: items
 // nobody will receive keep their permits until Drain is called, so a
 // producer-side shutdown that abandons a Chan should Close and then Drain it
-// (Drain on an open Chan discards what is buffered now). A nil limiter makes
-// an unbounded FIFO with no leases.
+// (Drain on an open Chan discards what is buffered now).
+//
+// # Nil arguments
+//
+// A nil limiter means no limit: the Chan is an unbounded FIFO with no
+// leases. A nil context.Context is a programming error: Send, SendN, Recv,
+// All and Out panic with "channel: nil Context" at once, before they take a
+// lock or change anything, so a Chan whose caller recovers stays usable.
 package channel

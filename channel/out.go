@@ -39,6 +39,7 @@ import "context"
 // Until one of these happens it waits, so a view must be ended with ctx or
 // Close when no one receives from it any more, or its goroutine leaks.
 func (c *Chan[T]) Out(ctx context.Context) <-chan T {
+	mustContext(ctx)
 	out := make(chan T)
 	go c.serve(ctx, out)
 	return out
