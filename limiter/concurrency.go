@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"math"
 	"sync/atomic"
 	"time"
 )
@@ -66,6 +67,42 @@ func (p *concurrency) take(now int64, n int) (bool, int64) {
 	return false, -1
 }
 
+// give adds n > 0 free permits and returns the new count. It saturates at
+// MaxInt64 instead of wrapping, so that no over-release, however large, can
+// make the count negative (which would refuse every request from then on);
+// the caller then caps the count at the limit.
+func (p *concurrency) give(n int64) int64 {
+	for {
+		a := p.avail.Load()
+		b := a + n
+		if b < a {
+			b = math.MaxInt64
+		}
+		if p.avail.CompareAndSwap(a, b) {
+			return b
+		}
+	}
+}
+
+// capAtLimit brings the free permits down to the limit after an
+// over-release. The caller holds base.mu (see capOverRelease).
+func (p *concurrency) capAtLimit() {
+	for {
+		a, lim := p.avail.Load(), p.limit.Load()
+		if a <= lim || p.avail.CompareAndSwap(a, lim) {
+			return
+		}
+	}
+}
+
+// untake exactly undoes a successful take(now, n) made under the same hold
+// of base.mu with nothing in between: the permits go back as by a release.
+func (p *concurrency) untake(_ int64, n int) {
+	if n > 0 && p.give(int64(n)) > p.limit.Load() {
+		p.capAtLimit()
+	}
+}
+
 func (p *concurrency) maxRequest() int64 { return p.limit.Load() }
 
 func (p *concurrency) available(int64) int64 { return p.avail.Load() }
@@ -102,7 +139,7 @@ func (c *Concurrency) ReleasePermits(n int) {
 	if n <= 0 {
 		return
 	}
-	if c.p.avail.Add(int64(n)) > c.p.limit.Load() {
+	if c.p.give(int64(n)) > c.p.limit.Load() {
 		c.capOverRelease()
 	}
 	if c.gate.Load()&(closedBit-1) != 0 {
@@ -116,12 +153,7 @@ func (c *Concurrency) ReleasePermits(n int) {
 // taken back are not an over-release, and capping them would lose permits.
 func (c *Concurrency) capOverRelease() {
 	c.mu.Lock()
-	for {
-		a, lim := c.p.avail.Load(), c.p.limit.Load()
-		if a <= lim || c.p.avail.CompareAndSwap(a, lim) {
-			break
-		}
-	}
+	c.p.capAtLimit()
 	c.mu.Unlock()
 }
 

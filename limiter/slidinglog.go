@@ -112,6 +112,21 @@ func (p *slidingLog) take(now int64, n int) (bool, int64) {
 	return false, -1 // unreachable while need <= limit
 }
 
+// untake exactly undoes a successful take(now, n) made under the same hold
+// of base.mu with nothing in between: take merged the grant into the newest
+// entry, so the permits come out of it, and the entry goes if that empties it.
+func (p *slidingLog) untake(_ int64, n int) {
+	if n == 0 {
+		return
+	}
+	last := p.at(p.size - 1)
+	last.n -= int64(n)
+	p.total -= int64(n)
+	if last.n == 0 {
+		p.size--
+	}
+}
+
 func (p *slidingLog) maxRequest() int64 { return p.limit }
 
 func (p *slidingLog) available(now int64) int64 {

@@ -78,6 +78,10 @@ func (p *fixedWindow) take(now int64, n int) (bool, int64) {
 	return false, (p.win+1)*p.window - now
 }
 
+// untake exactly undoes a successful take(now, n) made under the same hold
+// of base.mu with nothing in between.
+func (p *fixedWindow) untake(_ int64, n int) { p.count -= int64(n) }
+
 func (p *fixedWindow) maxRequest() int64 { return p.limit }
 
 func (p *fixedWindow) available(now int64) int64 {
@@ -247,6 +251,14 @@ func (p *slidingWindow) take(now int64, n int) (bool, int64) {
 		}
 	}
 	return false, p.segStart(p.cur+p.segs) - now
+}
+
+// untake exactly undoes a successful take(now, n) made under the same hold
+// of base.mu with nothing in between: the permits come out of the current
+// segment, where take put them.
+func (p *slidingWindow) untake(_ int64, n int) {
+	p.counts[p.cur%p.segs] -= int64(n)
+	p.total -= int64(n)
 }
 
 func (p *slidingWindow) maxRequest() int64 { return p.limit }
