@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/rategate/rategate/limiter"
 	"go.uber.org/goleak"
 )
 
@@ -31,7 +34,7 @@ func TestCopy(t *testing.T) {
 			in[i] = byte(i * 31 / 7)
 		}
 		var out, progress bytes.Buffer
-		cfg := config{In: bytes.NewReader(in), Size: size, Out: &out, Rate: rate, Burst: burst, Every: 500 * time.Millisecond}
+		cfg := config{In: bytes.NewReader(in), Size: size, Out: &out, Rate: limiter.Per(rate, time.Second), Burst: burst, Every: 500 * time.Millisecond}
 		res, err := run(t.Context(), &progress, cfg)
 		t.Log("\n" + progress.String())
 		if err != nil {
@@ -71,7 +74,7 @@ func TestCopyCancel(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 		defer cancel()
 		var progress bytes.Buffer
-		cfg := config{In: bytes.NewReader(make([]byte, 1<<20)), Out: &bytes.Buffer{}, Rate: 1 << 10, Burst: 1 << 10, Every: time.Second}
+		cfg := config{In: bytes.NewReader(make([]byte, 1<<20)), Out: &bytes.Buffer{}, Rate: limiter.Per(1<<10, time.Second), Burst: 1 << 10, Every: time.Second}
 		res, err := run(ctx, &progress, cfg)
 		if !errors.Is(err, context.DeadlineExceeded) || res.Elapsed != 2*time.Second {
 			t.Fatalf("run = %v after %v; want context.DeadlineExceeded after 2s", err, res.Elapsed)
@@ -79,18 +82,130 @@ func TestCopyCancel(t *testing.T) {
 	})
 }
 
-func TestParseBytes(t *testing.T) {
-	for s, want := range map[string]int64{"1500": 1500, "64KiB": 64 << 10, "2.5MB": 2_500_000, "1GiB": 1 << 30, "10 B": 10} {
-		if got, err := parseBytes(s); err != nil || got != want {
-			t.Errorf("parseBytes(%q) = %d, %v; want %d", s, got, err, want)
-		}
-	}
-	for _, s := range []string{"", "x", "0", "-1KB", "0.1B", "2PB"} {
-		if _, err := parseBytes(s); err == nil {
-			t.Errorf("parseBytes(%q) succeeded", s)
-		}
-	}
+func TestRunBadConfig(t *testing.T) {
 	if _, err := run(t.Context(), &bytes.Buffer{}, config{}); err == nil {
 		t.Error("run with a zero config succeeded")
+	}
+}
+
+// TestCLI runs command lines as a user would type them. Bad ones fail with
+// status 2 and a message that says what was wrong, before any file is
+// opened or created; a failed copy has status 1; and no case writes over a
+// file the user named except with the input's bytes.
+func TestCLI(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.log")
+	data := bytes.Repeat([]byte("a line of the log\n"), 5000) // 90,000 bytes
+	keep := filepath.Join(dir, "keep.log")
+	const precious = "precious: must survive every refused command line"
+	for name, content := range map[string][]byte{in: data, keep: []byte(precious)} {
+		if err := os.WriteFile(name, content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	piped := "from a pipe\n"
+	for _, tc := range []struct {
+		args     []string
+		terminal bool   // stdin is a terminal; else it holds piped
+		code     int    // exit status
+		out, err string // in stdout, in stderr
+	}{
+		{args: []string{"-h"}, out: "Usage: copy [flags] [input]"},
+		{args: []string{"-help"}, out: "-demo\n"},
+		{args: []string{"-bogus"}, code: 2, err: "flag provided but not defined: -bogus"},
+		{args: []string{"-o", keep, "a", "b"}, code: 2, err: `2 arguments ["a" "b"]: copy takes one input; name the output with -o`},
+		{args: []string{"-rate", "5/min", "-o", keep}, code: 2, err: `bad -rate: pipe: parse byte rate "5/min": "5" has no unit: write 5B for bytes`},
+		{args: []string{"-rate", "5/fortnight"}, code: 2, err: `"5" has no unit`},
+		{args: []string{"-rate", "5KB/fortnight"}, code: 2, err: `unknown unit of time "fortnight": want s, ms, min, h, d or a duration such as 500ms`},
+		{args: []string{"-rate", "-1"}, code: 2, err: "a size must be positive"},
+		{args: []string{"-rate", "0"}, code: 2, err: "a size must be positive"},
+		{args: []string{"-rate", "2MiB"}, code: 2, err: "no unit of time: want a size per unit of time, such as 2MiB/s"},
+		{args: []string{"-burst", "0"}, code: 2, err: `bad -burst: pipe: parse size "0": a size must be positive`},
+		{args: []string{"-burst", "64K"}, code: 2, err: `ambiguous unit "K": write kB (powers of 1000) or KiB (powers of 1024)`},
+		{args: []string{"-every", "0s"}, code: 2, err: "-every must be a positive duration such as 250ms, got 0s"},
+		{args: []string{"-every", "often"}, code: 2, err: `invalid value "often" for flag -every`},
+		{args: []string{"-o", keep}, terminal: true, code: 2, err: "no input: name a file to copy (- for stdin), or pipe data in"},
+		{args: []string{"-demo", "-o", keep}, code: 2, err: "-demo copies generated data and discards it: it takes no input and no -o"},
+		{args: []string{"-demo", in}, code: 2, err: "it takes no input and no -o"},
+		{args: []string{"-o", keep, filepath.Join(dir, "missing")}, code: 1, err: "no such file or directory"},
+		{args: []string{"-o", keep, dir}, code: 1, err: dir + " is a directory: copy copies one file"},
+		{args: []string{"-o", keep, keep}, code: 1, err: "-o " + keep + " is the input file: copying a file onto itself would destroy it"},
+		// What works: stdin when it is piped (with or without "-"), "-"
+		// even from a terminal, any case of unit, a file to stdout.
+		{args: []string{"-rate", "1mib/s", "-o", "-"}, out: piped, err: "12 B, "},
+		{args: []string{"-o", "-", "-"}, terminal: true, out: piped},
+		{args: []string{"-rate", "64KiB/s", "-o", "-", in}, out: string(data), err: "87.9 KiB / 87.9 KiB (100%)"},
+		{args: []string{"-demo", "-rate", "4MiB/s"}, err: "3.0 MiB / 3.0 MiB (100%), 4.1 MiB/s (avg 4.1 MiB/s), done in 734ms"},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			e := env{Stdin: strings.NewReader(piped), StdinTerminal: tc.terminal, Stdout: &stdout, Stderr: &stderr}
+			code := cli(t.Context(), tc.args, e)
+			if code != tc.code || !strings.Contains(stdout.String(), tc.out) || !strings.Contains(stderr.String(), tc.err) {
+				t.Errorf("copy %q: status %d, stdout %.100q, stderr %q; want status %d, %q in stdout, %q in stderr",
+					tc.args, code, stdout.String(), stderr.String(), tc.code, tc.out, tc.err)
+			}
+			if tc.code == 2 && (stdout.Len() > 0 || !strings.HasSuffix(stderr.String(), "Run 'copy -h' for usage.\n")) {
+				t.Errorf("copy %q: stdout %q, stderr %q; want nothing on stdout and a pointer to -h", tc.args, stdout.String(), stderr.String())
+			}
+			if tc.code != 0 && strings.Contains(stderr.String(), "(avg ") {
+				t.Errorf("copy %q: stderr %q: a progress line before the error", tc.args, stderr.String())
+			}
+		})
+		if got, err := os.ReadFile(keep); err != nil || string(got) != precious {
+			t.Fatalf("after copy %q, %s holds %.40q (%v); want it untouched", tc.args, keep, got, err)
+		}
+	}
+}
+
+// TestCLIStdinToFile is issue 18's data loss, run literally:
+// `cat big.log | copy -rate 2MB/s -o copy.log` copies stdin into copy.log.
+func TestCLIStdinToFile(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "copy.log")
+	if err := os.WriteFile(out, []byte("an old copy, to be replaced"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	synctest.Test(t, func(t *testing.T) {
+		var stderr bytes.Buffer
+		e := env{Stdin: bytes.NewReader(big), Stdout: &bytes.Buffer{}, Stderr: &stderr}
+		if code := cli(t.Context(), []string{"-rate", "2MB/s", "-o", out}, e); code != 0 {
+			t.Fatalf("status %d, stderr %q", code, stderr.String())
+		}
+		// 1 MiB at 2 MB/s after a 64 KiB burst: (1,048,576 - 65,536) / 2,000,000
+		// = 0.49 s, so a line at 250 ms and one at the end, on average
+		// 1,048,576 B / 0.49 s = 2.0 MiB/s.
+		if lines := strings.Split(strings.TrimSpace(stderr.String()), "\n"); len(lines) != 2 || !strings.HasPrefix(lines[1], "1.0 MiB, ") || !strings.HasSuffix(lines[1], "(avg 2.0 MiB/s)") {
+			t.Errorf("progress %q; want a line at 250 ms and a last one of 1.0 MiB at 2.0 MiB/s on average", stderr.String())
+		}
+	})
+	if got, err := os.ReadFile(out); err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("copy.log holds %d bytes (%v); want the 1 MiB piped in", len(got), err)
+	}
+}
+
+func TestIsTerminal(t *testing.T) {
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	f, err := os.Open(filepath.Join(t.TempDir(), ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if isTerminal(null) || isTerminal(f) {
+		t.Errorf("isTerminal(%s) = %v, isTerminal(a directory) = %v; want false: copy may read them", os.DevNull, isTerminal(null), isTerminal(f))
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if isTerminal(r) {
+		t.Error("isTerminal(a pipe) = true")
 	}
 }
