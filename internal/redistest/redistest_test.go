@@ -1,0 +1,90 @@
+package redistest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func ping(t *testing.T, s *Server) error {
+	t.Helper()
+	c := s.Client()
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return c.Ping(ctx).Err()
+}
+
+func TestStartKillRestart(t *testing.T) {
+	s, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	t.Logf("server: %s at %s", s.Kind(), s.Addr)
+	if err := ping(t, s); err != nil {
+		t.Fatalf("ping a started server: %v", err)
+	}
+	if _, err := s.Do("SET", "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	s.Kill()
+	if err := ping(t, s); err == nil {
+		t.Fatal("ping a killed server: no error")
+	}
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ping(t, s); err != nil {
+		t.Fatalf("ping a restarted server: %v", err)
+	}
+	if v, _ := s.Do("EXISTS", "k"); v != int64(0) {
+		t.Fatalf("a restarted server kept its data: EXISTS k = %v", v)
+	}
+}
+
+func TestPause(t *testing.T) {
+	s, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Pause(300 * time.Millisecond); err == ErrUnsupported {
+		t.Skip(err)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := ping(t, s); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Fatalf("PING answered after %v during a 300ms pause", d)
+	}
+}
+
+func TestCluster(t *testing.T) {
+	if ServerPath() == "" {
+		t.Skip("redis-server not installed")
+	}
+	c, err := StartCluster()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl := c.Client()
+	defer cl.Close()
+	ctx := context.Background()
+	for _, k := range []string{"a", "b", "c", "d", "e"} {
+		if err := cl.Set(ctx, k, k, 0).Err(); err != nil {
+			t.Fatalf("SET %s on the cluster: %v", k, err)
+		}
+	}
+	if n, err := cl.ClusterInfo(ctx).Result(); err != nil || len(n) == 0 {
+		t.Fatal(n, err)
+	}
+}

@@ -1,0 +1,66 @@
+// Package redislimit shares one limit among many processes by keeping its
+// state in Redis. Every limiter here is a [limiter.Limiter], so channels,
+// streams, range loops, worker pools and HTTP middleware take it unchanged:
+// what changes is that every process naming the same [Options.Key] shares
+// one bound, however many processes there are.
+//
+// # The model
+//
+// A limit's state (a token bucket's debt, a window's count, a log of
+// grants, the holders of a semaphore) lives in Redis under a key derived
+// from Options.Key. Each decision is one Lua script call: the script reads
+// the state, reads Redis's own clock (TIME), decides, writes the new state
+// and answers, atomically. No client clock is ever used, so processes on
+// machines whose clocks disagree still share one exact bound, and the
+// script's answer carries the Redis time it decided at.
+//
+// Arithmetic in the scripts is exact: Lua numbers are doubles, so every
+// value a script computes is an integer kept below 2^53 (time in
+// microseconds, rates reduced to lowest terms in scaled units);
+// constructors reject options whose arithmetic could not stay below it.
+//
+// The algorithms and their bounds, for every interval and across all
+// processes, are those of package limiter:
+//
+//   - [NewTokenBucket]: at most Burst + Rate·t in every interval of length t.
+//   - [NewFixedWindow]: at most Limit in each window aligned to Redis's clock.
+//   - [NewSlidingLog]: at most Limit in ANY window of length Window.
+//   - [NewConcurrency]: at most Limit permits held at once; Lease.Release
+//     gives them back, and a holder that crashes has its permits reclaimed
+//     LeaseTTL after its last renewal.
+//
+// Each has a keyed form (one limit per tenant, API key or client address)
+// whose For(key) returns a limiter.Limiter; a key's state expires in Redis
+// once it no longer affects a decision, so idle keys cost nothing.
+//
+// # Waiting
+//
+// TryAcquire is one round trip. Acquire waits the time the script says the
+// request could be granted (never polling), spread by a random jitter so
+// that many waiting processes do not retry at the same instant, and fails at
+// once with an error wrapping context.DeadlineExceeded when that time is
+// past ctx's deadline. Concurrent decisions for one key in one process are
+// coalesced into one script call.
+//
+// # When Redis cannot decide
+//
+// A Redis error never admits silently. A round trip is bounded by
+// Options.Timeout; an error or a timeout is handled by Options.OnError:
+// FailClosed (the default) refuses with an error wrapping [ErrUnavailable]
+// and the cause, FailOpen grants, and UseFallback asks Options.Fallback, a
+// local limiter. A script is sent again only when Redis answers NOSCRIPT
+// (its script cache was flushed); never after a failure that may have
+// committed, which would count a decision twice.
+//
+// A Redis server restarted without persistence has forgotten every limit's
+// state. Set Options.GuardRestarts to keep the bound across such restarts.
+//
+// # Keys and Redis Cluster
+//
+// Options.Key and the keys given to For may come from clients (an IP
+// address, an API key, a tenant name). They are encoded so that no input
+// can reach another limit's Redis key or choose its own cluster slot, and
+// long inputs are hashed, so a key's length is bounded. Every Redis key of
+// one limit carries the same hash tag, so each script touches one slot and
+// works unchanged on Redis Cluster.
+package redislimit
