@@ -1,11 +1,12 @@
-// Command rangeloop is the seed's LimitRate example: a range loop over 20
-// items that runs its body no more than 5 times a second, printing when
-// each item comes through. The items arrive in groups of 5 at 0, 1, 2 and
-// 3 s: a sliding log lets 5 through in any 1 s window, and no more.
+// Command rangeloop runs an ordinary range loop over 20 items no more than
+// 5 times a second, printing when each item comes through. The items arrive
+// in groups of 5 at 0, 1, 2 and 3 s: a sliding log lets 5 through in any
+// 1 s window, and no more.
 //
 // Run it with:
 //
 //	go run ./examples/rangeloop
+//	go run ./examples/rangeloop -items 12 -rate 4/500ms
 //
 // The loop is an ordinary range loop over an iter.Seq wrapped by
 // iter.LimitErr; breaking out of it, or cancelling ctx (Ctrl-C), stops it
@@ -14,6 +15,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	stditer "iter"
@@ -45,11 +48,93 @@ type result struct {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if _, err := run(ctx, os.Stdout, defaultConfig); err != nil {
-		fmt.Fprintln(os.Stderr, "rangeloop:", err)
-		os.Exit(1)
+	code := cli(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+const usageText = `Usage: rangeloop [flags]
+
+Runs a range loop over -items items, letting at most -rate of them through
+(for example 5/s: 5 in any 1 s window), and prints when each comes through.
+
+Flags:
+`
+
+// cli runs the program with the command-line arguments args (without the
+// program's name) and returns its exit status: 0 done (or -h), 1 the run
+// failed, 2 the command line is wrong.
+func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg := defaultConfig
+	fs := flag.NewFlagSet("rangeloop", flag.ContinueOnError)
+	fs.IntVar(&cfg.Items, "items", cfg.Items, "items in the loop")
+	rate := fs.String("rate", "5/s", "the most items in any window: N/unit or N/duration, such as 5/s or 2/1500ms")
+	if code, ok := parseArgs(fs, args, usageText, stdout, stderr); !ok {
+		return code
 	}
+	r, err := limiter.ParseRate(*rate)
+	if err != nil {
+		return usageError(stderr, fs.Name(), fmt.Errorf("bad -rate: %w", err))
+	}
+	cfg.Limit, cfg.Window = int(min(r.Events(), 1001)), r.Period()
+	if err := cfg.validate(); err != nil {
+		return usageError(stderr, fs.Name(), err)
+	}
+	if _, err := run(ctx, stdout, cfg); err != nil {
+		fmt.Fprintln(stderr, "rangeloop:", err)
+		return 1
+	}
+	return 0
+}
+
+// validate says which setting is wrong, by its flag's name, and why.
+func (c config) validate() error {
+	if err := inRange("items", c.Items, 1, 1000); err != nil {
+		return err
+	}
+	if c.Limit > 1000 {
+		return fmt.Errorf("-rate must let at most 1000 items through per window, got %d", c.Limit)
+	}
+	return nil
+}
+
+// parseArgs parses args with fs, whose program takes no arguments besides
+// its flags. With ok false the program stops with exit status code: 0 after
+// -h (the usage goes to stdout), 2 after an unknown flag, a bad value or an
+// argument (the error goes to stderr).
+func parseArgs(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (code int, ok bool) {
+	fs.SetOutput(stderr) // flag prints its own errors there, naming the flag
+	fs.Usage = func() {} // printed below, where it belongs
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, usage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return 0, false
+	case err != nil:
+		fmt.Fprintf(stderr, "Run '%s -h' for usage.\n", fs.Name())
+		return 2, false
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "%s: unexpected argument %q: it takes only flags\nRun '%s -h' for usage.\n", fs.Name(), fs.Arg(0), fs.Name())
+		return 2, false
+	}
+	return 0, true
+}
+
+// usageError prints err, and where to find the usage, and returns exit
+// status 2.
+func usageError(stderr io.Writer, name string, err error) int {
+	fmt.Fprintf(stderr, "%s: %v\nRun '%s -h' for usage.\n", name, err, name)
+	return 2
+}
+
+// inRange returns an error naming the flag unless lo <= v <= hi.
+func inRange(flagName string, v, lo, hi int) error {
+	if v < lo || v > hi {
+		return fmt.Errorf("-%s must be from %d to %d, got %d", flagName, lo, hi, v)
+	}
+	return nil
 }
 
 // numbers is the upstream sequence: 1, 2, …, n, as any iter.Seq could be.
@@ -65,6 +150,9 @@ func numbers(n int) stditer.Seq[int] {
 
 func run(ctx context.Context, w io.Writer, cfg config) (result, error) {
 	var res result
+	if err := cfg.validate(); err != nil {
+		return res, err
+	}
 	lim, err := limiter.NewSlidingLog(limiter.SlidingLogOptions{Limit: cfg.Limit, Window: cfg.Window})
 	if err != nil {
 		return res, err

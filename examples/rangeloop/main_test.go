@@ -17,7 +17,7 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// TestRangeLoop is the seed's table: 20 items at 5 per second come through
+// TestRangeLoop: 20 items at 5 per second come through
 // in groups of 5 at exactly 0, 1, 2 and 3 s.
 func TestRangeLoop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -93,4 +93,43 @@ func TestRangeLoopDeadline(t *testing.T) {
 			t.Errorf("%d items, ended at %v; want 10 at 1s (the 11th could pass only at 2s)", len(res.Items), time.Since(start))
 		}
 	})
+}
+
+// TestCLI runs the command line as a user would type it: -h answers with the
+// usage and status 0; unknown flags, bad values and arguments fail with
+// status 2 and a message that names what was wrong; a good command line
+// runs (on a virtual clock) and succeeds.
+func TestCLI(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		out  string // in stdout
+		err  string // in stderr
+	}{
+		{[]string{"-h"}, 0, "Usage: rangeloop [flags]", ""},
+		{[]string{"--help"}, 0, "-rate string", ""},
+		{[]string{"-bogus"}, 2, "", "flag provided but not defined: -bogus"},
+		{[]string{"extra"}, 2, "", `unexpected argument "extra": it takes only flags`},
+		{[]string{"-items", "3", "extra"}, 2, "", `unexpected argument "extra"`},
+		{[]string{"-items", "many"}, 2, "", `invalid value "many" for flag -items`},
+		{[]string{"-items", "0"}, 2, "", "-items must be from 1 to 1000, got 0"},
+		{[]string{"-items", "1001"}, 2, "", "-items must be from 1 to 1000, got 1001"},
+		{[]string{"-rate", "5"}, 2, "", `bad -rate: limiter: parse rate "5": want N/unit or N/duration, as in 100/s`},
+		{[]string{"-rate", "5/fortnight"}, 2, "", `unknown unit "fortnight"`},
+		{[]string{"-rate", "0/s"}, 2, "", `bad -rate: limiter: parse rate "0/s": count "0" is not a positive integer`},
+		{[]string{"-rate", "5000/s"}, 2, "", "-rate must let at most 1000 items through per window, got 1001"},
+		{[]string{"-items", "7", "-rate", "3/500ms"}, 0, "  item  7 at  1.000 s\n7 items in 1.000 s; most in any 500ms window: 3 (limit 3).", ""},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := cli(t.Context(), tc.args, &stdout, &stderr)
+			if code != tc.code || !strings.Contains(stdout.String(), tc.out) || !strings.Contains(stderr.String(), tc.err) {
+				t.Errorf("rangeloop %q: status %d, stdout %q, stderr %q; want status %d, %q in stdout, %q in stderr",
+					tc.args, code, stdout.String(), stderr.String(), tc.code, tc.out, tc.err)
+			}
+			if tc.code == 2 && (stdout.Len() > 0 || !strings.HasSuffix(stderr.String(), "Run 'rangeloop -h' for usage.\n")) {
+				t.Errorf("rangeloop %q: stdout %q, stderr %q; want nothing on stdout and a pointer to -h", tc.args, stdout.String(), stderr.String())
+			}
+		})
+	}
 }
