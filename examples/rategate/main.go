@@ -1,10 +1,12 @@
-// Command rategate reproduces the RateGate tables: an action of 250 ms run
-// 10 times at most 2 times per second (a sliding log: at most 2 starts in
-// any 1 s window), first in a plain loop, then in parallel on a pool.
+// Command rategate runs an action that takes 250 ms, 10 times, with at
+// most 2 starts in any 1 s window (a sliding log), first one after the other
+// in a plain for loop, then in parallel on a worker pool, and prints a table
+// of when each run started and finished.
 //
 // Run it with:
 //
 //	go run ./examples/rategate
+//	go run ./examples/rategate -iterations 6 -rate 3/s -action 1s
 //
 // Sequentially, the second action of each second starts when the first
 // finishes (0, 0.25, 1, 1.25, … s); in parallel, the actions start in pairs at
@@ -14,6 +16,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -42,14 +46,106 @@ type row struct{ Start, Finish time.Duration }
 type result struct{ Sequential, Parallel []row }
 
 func main() {
-	if _, err := run(context.Background(), os.Stdout, defaultConfig); err != nil {
-		fmt.Fprintln(os.Stderr, "rategate:", err)
-		os.Exit(1)
+	os.Exit(cli(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usageText = `Usage: rategate [flags]
+
+Runs an action that takes -action, -iterations times, with at most -rate
+starts (for example 2/s: 2 in any 1 s window), first in a for loop, then on
+a pool of -workers workers, and prints when each run started and finished.
+
+Flags:
+`
+
+// cli runs the program with the command-line arguments args (without the
+// program's name) and returns its exit status: 0 done (or -h), 1 the run
+// failed, 2 the command line is wrong.
+func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg := defaultConfig
+	fs := flag.NewFlagSet("rategate", flag.ContinueOnError)
+	fs.IntVar(&cfg.Iterations, "iterations", cfg.Iterations, "how many times the action runs")
+	fs.DurationVar(&cfg.Action, "action", cfg.Action, "how long one action takes")
+	rate := fs.String("rate", "2/s", "the most starts in any window: N/unit or N/duration, such as 2/s or 3/1500ms")
+	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "the parallel run's workers")
+	if code, ok := parseArgs(fs, args, usageText, stdout, stderr); !ok {
+		return code
 	}
+	r, err := limiter.ParseRate(*rate)
+	if err != nil {
+		return usageError(stderr, fs.Name(), fmt.Errorf("bad -rate: %w", err))
+	}
+	cfg.Limit, cfg.Window = int(min(r.Events(), 1001)), r.Period()
+	if err := cfg.validate(); err != nil {
+		return usageError(stderr, fs.Name(), err)
+	}
+	if _, err := run(ctx, stdout, cfg); err != nil {
+		fmt.Fprintln(stderr, "rategate:", err)
+		return 1
+	}
+	return 0
+}
+
+// validate says which setting is wrong, by its flag's name, and why.
+func (c config) validate() error {
+	if c.Limit > 1000 {
+		return fmt.Errorf("-rate must allow at most 1000 starts per window, got %d", c.Limit)
+	}
+	return errors.Join(inRange("iterations", c.Iterations, 1, 1000), positive("action", c.Action), inRange("workers", c.Workers, 1, 1000))
+}
+
+// parseArgs parses args with fs, whose program takes no arguments besides
+// its flags. With ok false the program stops with exit status code: 0 after
+// -h (the usage goes to stdout), 2 after an unknown flag, a bad value or an
+// argument (the error goes to stderr).
+func parseArgs(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (code int, ok bool) {
+	fs.SetOutput(stderr) // flag prints its own errors there, naming the flag
+	fs.Usage = func() {} // printed below, where it belongs
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, usage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return 0, false
+	case err != nil:
+		fmt.Fprintf(stderr, "Run '%s -h' for usage.\n", fs.Name())
+		return 2, false
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "%s: unexpected argument %q: it takes only flags\nRun '%s -h' for usage.\n", fs.Name(), fs.Arg(0), fs.Name())
+		return 2, false
+	}
+	return 0, true
+}
+
+// usageError prints err, and where to find the usage, and returns exit
+// status 2.
+func usageError(stderr io.Writer, name string, err error) int {
+	fmt.Fprintf(stderr, "%s: %v\nRun '%s -h' for usage.\n", name, err, name)
+	return 2
+}
+
+// inRange returns an error naming the flag unless lo <= v <= hi.
+func inRange(flagName string, v, lo, hi int) error {
+	if v < lo || v > hi {
+		return fmt.Errorf("-%s must be from %d to %d, got %d", flagName, lo, hi, v)
+	}
+	return nil
+}
+
+// positive returns an error naming the flag unless d > 0.
+func positive(flagName string, d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("-%s must be a positive duration such as 100ms, got %v", flagName, d)
+	}
+	return nil
 }
 
 func run(ctx context.Context, w io.Writer, cfg config) (result, error) {
 	var res result
+	if err := cfg.validate(); err != nil {
+		return res, err
+	}
 	var err error
 	fmt.Fprintf(w, "%d iterations of a %v action, at most %d starts in any %v window.\n\n", cfg.Iterations, cfg.Action, cfg.Limit, cfg.Window)
 	if res.Sequential, err = sequential(ctx, cfg); err != nil {
