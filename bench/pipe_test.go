@@ -12,12 +12,18 @@ package bench
 // ~1 ms lateness of Linux timers) and of 1 MiB. Its metrics: %limit is the
 // throughput achieved after the initial burst, as a percentage of the
 // limit (the goal is >= 99); cpu% is the process's CPU time over wall time
-// (100 is one core busy). rategate-nospin is pipe with Options.Spin < 0:
-// timers only.
+// (100 is one core busy).
+//
+// TestPipeThreads counts the OS threads that 500 shaped streams waiting at
+// once make the process start.
 
 import (
+	"context"
 	"flag"
 	"io"
+	"runtime/pprof"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -159,10 +165,6 @@ func BenchmarkPipeRate(b *testing.B) {
 			lim := must(limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(pipeLimit, time.Second), Burst: burst.n}))
 			pipeMeasure(b, pipe.NewReader(newPipeSource(), lim), func() { lim.TryAcquire(burst.n) })
 		})
-		b.Run("burst="+burst.name+"/rategate-nospin", func(b *testing.B) {
-			lim := must(limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(pipeLimit, time.Second), Burst: burst.n}))
-			pipeMeasure(b, must(pipe.NewReaderOptions(newPipeSource(), lim, pipe.Options{Spin: -1})), func() { lim.TryAcquire(burst.n) })
-		})
 	}
 }
 
@@ -240,3 +242,38 @@ func TestPipeRealClock(t *testing.T) {
 }
 
 var pipeRealClock = flag.Bool("pipe.realclock", false, "run TestPipeRealClock")
+
+// TestPipeThreads: 500 streams, each shaped by its own pacer at 1,000 bytes
+// a second (so each waits about a millisecond per byte, in the precise end
+// of its wait most of the time), read for half a second on the real clock.
+// Waiting must not hold an OS thread per stream: the process may start a
+// handful of threads, not one per waiting stream.
+func TestPipeThreads(t *testing.T) {
+	const streams = 500
+	threads := pprof.Lookup("threadcreate")
+	before := threads.Count()
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	var wg sync.WaitGroup
+	var bytes atomic.Int64
+	for range streams {
+		lim := must(limiter.NewLeakyBucket(limiter.LeakyBucketOptions{Rate: limiter.Per(1000, time.Second)}))
+		r := pipe.NewReader(pipeNoCopy{}, lim, pipe.WithContext(ctx))
+		wg.Go(func() {
+			buf := make([]byte, 1)
+			for {
+				n, err := r.Read(buf)
+				bytes.Add(int64(n))
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	started := threads.Count() - before
+	t.Logf("%d streams read %d bytes in 0.5 s and started %d OS threads", streams, bytes.Load(), started)
+	if started > 8 {
+		t.Errorf("%d waiting streams started %d OS threads, want a handful", streams, started)
+	}
+}

@@ -126,17 +126,14 @@ func TestCloseEndsAWait(t *testing.T) {
 	})
 }
 
-// TestContextEndsAWait: Options.Context bounds the wait for permits.
+// TestContextEndsAWait: WithContext bounds the wait for permits.
 func TestContextEndsAWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		lim := newBucket(t, limiter.Per(1, time.Hour), 1)
 		lim.TryAcquire(1)
 		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 		defer cancel()
-		r, err := NewReaderOptions(&source{size: -1}, lim, Options{Context: ctx})
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := NewReader(&source{size: -1}, lim, WithContext(ctx))
 		start := time.Now()
 		n, err := r.Read(make([]byte, 1))
 		if n != 0 || !errors.Is(err, context.DeadlineExceeded) {
@@ -266,26 +263,80 @@ func TestChainLearnsBurst(t *testing.T) {
 
 func TestBadArguments(t *testing.T) {
 	lim := newBucket(t, limiter.Per(1, time.Second), 1)
-	if _, err := NewReader(strings.NewReader("x"), nil).Read(make([]byte, 1)); !errors.Is(err, ErrNilLimiter) {
-		t.Errorf("nil limiter: %v", err)
-	}
 	if _, err := NewWriter(nil, lim).Write([]byte("x")); !errors.Is(err, ErrNilStream) {
 		t.Errorf("nil writer: %v", err)
 	}
 	if _, err := NewReader(nil, lim).WriteTo(io.Discard); !errors.Is(err, ErrNilStream) {
 		t.Errorf("nil reader: %v", err)
 	}
-	var oe *limiter.OptionError
-	if _, err := NewReaderOptions(strings.NewReader("x"), lim, Options{Chunk: -1}); !errors.As(err, &oe) || oe.Field != "Chunk" {
-		t.Errorf("negative Chunk: %v", err)
+	if _, err := NewReader(nil, nil).Read(make([]byte, 1)); !errors.Is(err, ErrNilStream) {
+		t.Errorf("nil reader, nil limiter: %v", err)
 	}
-	if _, err := NewWriterOptions(io.Discard, nil, Options{}); !errors.Is(err, ErrNilLimiter) {
-		t.Errorf("nil limiter: %v", err)
+	if !errors.Is(ErrClosed, limiter.ErrClosed) {
+		t.Error("ErrClosed does not wrap limiter.ErrClosed")
 	}
-	if _, err := NewWriterOptions(nil, lim, Options{}); !errors.Is(err, ErrNilStream) {
-		t.Errorf("nil writer: %v", err)
-	}
+	func() {
+		defer func() {
+			if r := recover(); r != "pipe: nil Context" {
+				t.Errorf("WithContext(nil) panicked with %v, want \"pipe: nil Context\"", r)
+			}
+		}()
+		WithContext(nil) //lint:ignore SA1012 the nil Context is the point
+	}()
 }
+
+// TestNilLimiterMeansNoLimit: a nil limiter lets every byte through at
+// once, on every path (Read, Write, WriteTo, ReadFrom), counted, with EOF
+// as the plain stream has it, and Close still ends the stream.
+func TestNilLimiterMeansNoLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const size = 3*MiB + 7
+		var c countBytes
+		start := time.Now()
+		for _, copyPath := range []func() (int64, error){
+			func() (int64, error) {
+				return io.Copy(io.Discard, NewReader(&source{size: size}, nil, WithCounter(&c)))
+			},
+			func() (int64, error) {
+				return io.Copy(NewWriter(io.Discard, nil, WithCounter(&c)), &source{size: size})
+			},
+			func() (int64, error) {
+				return io.Copy(writerOnlyT{io.Discard}, readerOnlyT{NewReader(&source{size: size}, nil, WithCounter(&c))})
+			},
+		} {
+			if n, err := copyPath(); n != size || err != nil {
+				t.Fatalf("copied %d, %v; want %d, nil", n, err, size)
+			}
+		}
+		if d := time.Since(start); d != 0 {
+			t.Errorf("unlimited copies took %v", d)
+		}
+		if c.n != 3*size {
+			t.Errorf("counted %d bytes, want %d", c.n, 3*size)
+		}
+		r := NewReader(strings.NewReader("ab"), nil)
+		buf := make([]byte, 8)
+		if n, err := r.Read(buf); n != 2 || err != nil {
+			t.Fatalf("Read = %d, %v", n, err)
+		}
+		if n, err := r.Read(buf); n != 0 || err != io.EOF {
+			t.Fatalf("Read at the end = %d, %v; want 0, io.EOF", n, err)
+		}
+		r.Close()
+		if _, err := r.Read(buf); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Read after Close: %v", err)
+		}
+	})
+}
+
+type countBytes struct{ n int64 }
+
+func (c *countBytes) Add(n int64) { c.n += n }
+
+type (
+	readerOnlyT struct{ io.Reader }
+	writerOnlyT struct{ io.Writer }
+)
 
 // TestZeroAllocs: Read and Write allocate nothing, with permits at hand
 // and while waiting for them.
@@ -319,34 +370,32 @@ func TestZeroAllocs(t *testing.T) {
 
 var _ = bytes.MinRead
 
-// TestSpinWaitHonoursClose: with a long Options.Spin, the precise end of a
-// wait (nanosleep on Linux, polling elsewhere) still notices Close within
-// a bounded delay rather than sleeping through the whole wait. On the real
-// clock: nanosleep does not run in a synctest bubble. The bound (1 s for a
-// 3 s wait) is loose enough never to flake.
-func TestSpinWaitHonoursClose(t *testing.T) {
-	lim, err := limiter.NewLeakyBucket(limiter.LeakyBucketOptions{Rate: limiter.Per(1, 3*time.Second)})
+// TestPreciseWaitHonoursClose: the precise end of a pacer's wait (a spin,
+// on the real clock: a bubble would not spin) still ends at Close, at once.
+// The wait is a minute long and the spin is forced over all of it, so the
+// Read can only end early through Close. The bound (1 s) is loose enough
+// never to flake.
+func TestPreciseWaitHonoursClose(t *testing.T) {
+	lim, err := limiter.NewLeakyBucket(limiter.LeakyBucketOptions{Rate: limiter.Per(1, time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := NewReaderOptions(&source{size: -1}, lim, Options{Spin: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := NewReader(&source{size: -1}, lim)
+	r.s.timer.Spin = time.Hour
 	buf := make([]byte, 1)
 	if _, err := r.Read(buf); err != nil { // the pacer's first grant
 		t.Fatal(err)
 	}
 	done := make(chan error)
-	start := time.Now()
 	go func() {
-		_, err := r.Read(buf) // waits 3 s for the next byte
+		_, err := r.Read(buf) // waits a minute for the next byte
 		done <- err
 	}()
 	time.Sleep(20 * time.Millisecond)
+	start := time.Now()
 	r.Close()
 	err = <-done
 	if elapsed := time.Since(start); elapsed > time.Second || !errors.Is(err, ErrClosed) {
-		t.Errorf("Read returned %v %v after it started, Close came after 20ms; want ErrClosed at once", err, elapsed)
+		t.Errorf("Read returned %v %v after Close; want ErrClosed at once", err, elapsed)
 	}
 }

@@ -52,12 +52,12 @@ func newConn(c net.Conn, read limiter.Limiter, readMembers []limiter.Limiter, wr
 	if read != nil {
 		cn.r = &Reader{src: c}
 		cn.r.sr = shapedReader{src: c, s: &cn.r.s}
-		cn.r.s.init(ctx, read, readMembers, Options{})
+		cn.r.s.init(read, readMembers, config{ctx: ctx})
 		cn.r.s.dl, cn.r.s.closedErr = &cn.rdl, net.ErrClosed
 	}
 	if write != nil {
 		cn.w = &Writer{dst: c}
-		cn.w.s.init(ctx, write, writeMembers, Options{})
+		cn.w.s.init(write, writeMembers, config{ctx: ctx})
 		cn.w.s.dl, cn.w.s.closedErr = &cn.wdl, net.ErrClosed
 	}
 	return cn

@@ -22,47 +22,51 @@
 // A limiter grants at most its burst at once, so large reads and writes are
 // cut into pieces (a Read may return fewer bytes than asked for; a Write
 // writes all of p, piece by piece). A piece is at most half the limiter's
-// burst, and at most what its rate refills in 100 ms, or Options.Chunk. Half
-// a burst leaves the other half to absorb a waiter that wakes late: a token
-// bucket keeps filling while a timer is late, so the next piece finds its
-// permits already there and the late instant is not lost. A rate change
+// burst, and at most what its rate refills in 100 ms, or WithChunk's size.
+// Half a burst leaves the other half to absorb a waiter that wakes late: a
+// token bucket keeps filling while a timer is late, so the next piece finds
+// its permits already there and the late instant is not lost. A rate change
 // (TokenBucket.SetRate) applies from the piece after the one waiting.
 //
 // The burst is learned from the limiter's Burst method (TokenBucket) or
 // Limit method (the windows); a limiter that tells neither (a limiter.Chain,
 // Keyed.For) teaches the stream its size when it refuses a piece with
-// limiter.ErrExceedsLimit, or is told by Options.Chunk.
+// limiter.ErrExceedsLimit, or is told by WithChunk.
 //
 // # Waiting
 //
-// Go's timers on Linux wake about a millisecond late. A bucket whose spare
-// half burst refills in more than 2 ms absorbs that: the stream sleeps on a
-// timer and loses nothing. A smaller one (32 KiB at 100 MB/s refills its
-// half in 164 µs) would lose most of its rate to late timers (as
-// juju/ratelimit does: 58% at that setting), so the stream sleeps on a timer
-// only until shortly before its permits are due, and then, on Linux, with
-// nanosleep (late by tens of microseconds, which the bucket absorbs) or by
-// polling the limiter for the last stretch. Options.Spin tunes this or turns
-// it off. Waits use the limiter's TryAcquire and one reusable timer per
-// stream, so a Read or Write allocates nothing; a stream whose permits were
-// taken by others meanwhile, or whose limiter cannot tell when permits will
-// come, waits in the limiter's queue with Acquire instead, in its order.
+// When the limiter refuses a piece and says when its permits will be there
+// (Lease.RetryAfter), the stream waits until then and takes them. It waits
+// as the limiter's own queue does: on a Go timer (one per stream, reused,
+// so a Read or Write allocates nothing), which on Linux fires up to a
+// millisecond late, ending a little before the instant, then, for the rest,
+// polling the clock and yielding the processor between polls. The spin is
+// only as long as timers have been late in this process, and shorter by
+// what the limiter absorbs: a token bucket whose spare burst keeps filling
+// longer than a timer is late needs none, and its streams wait on the timer
+// alone. No wait blocks an OS thread, so many waiting streams cost
+// goroutines, not threads. A stream whose permits were taken by others
+// meanwhile, or whose limiter cannot tell when permits will come, waits in
+// the limiter's queue with Acquire instead, in its order.
 //
 // Accuracy on a real clock still depends on the process being scheduled in
-// time: on a loaded machine, a 32 KiB bucket at 100 MB/s loses whatever
+// time: on a loaded machine, a small bucket at a high rate loses whatever
 // arrives while the reader is descheduled; a larger burst absorbs that too.
 //
-// # Cancellation
+// # Nil limiters and cancellation
 //
-// Options.Context ends a Reader's or Writer's waits; Close ends them too and
-// closes the underlying stream. A Conn honours its deadlines in its waits as
-// net.Conn does: a call still waiting at its deadline returns
-// os.ErrDeadlineExceeded. A Read whose wait fails keeps the bytes it had
-// read and delivers them on the next Read, so no byte is lost or repeated.
+// A nil limiter means no limit: the stream passes bytes on at once (and
+// still counts them and can be closed). WithContext ends a Reader's or
+// Writer's waits when its context ends (a nil context panics with
+// "pipe: nil Context"); Close ends them too, with ErrClosed, and closes the
+// underlying stream. A Conn honours its deadlines in its waits as net.Conn
+// does: a call still waiting at its deadline returns os.ErrDeadlineExceeded.
+// A Read whose wait fails keeps the bytes it had read and delivers them on
+// the next Read, so no byte is lost or repeated.
 //
 // # Progress
 //
-// A Monitor counts the bytes a stream delivers (Options.Monitor) and
-// reports bytes so far, current and average rate, and the time left for a
-// known total: enough for a progress line.
+// WithCounter counts the bytes a stream delivers, into a
+// pipe/progress.Monitor for example, which reports bytes so far, current
+// and average rate, and the time left for a known total.
 package pipe

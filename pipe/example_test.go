@@ -33,23 +33,3 @@ func ExampleNewReader() {
 	fmt.Printf("copied %d bytes in %v\n", n, time.Since(start).Truncate(100*time.Millisecond))
 	// Output: copied 98304 bytes in 500ms
 }
-
-// A Monitor drives a progress line.
-func ExampleMonitor() {
-	lim, err := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(256<<10, time.Second), Burst: 16 << 10})
-	if err != nil {
-		log.Fatal(err)
-	}
-	const size = 80 << 10
-	mon := pipe.NewMonitor(size)
-	w, err := pipe.NewWriterOptions(io.Discard, lim, pipe.Options{Monitor: mon})
-	if err != nil {
-		log.Fatal(err)
-	}
-	if _, err := w.Write(make([]byte, size)); err != nil {
-		log.Fatal(err)
-	}
-	p := mon.Progress()
-	fmt.Println(pipe.FormatBytes(p.Bytes), p.Done(), p.ETA)
-	// Output: 80.0 KiB true 0s
-}

@@ -3,7 +3,7 @@ package pipe
 import (
 	"context"
 	"errors"
-	"time"
+	"fmt"
 
 	"github.com/rategate/rategate/limiter"
 )
@@ -11,57 +11,63 @@ import (
 var (
 	// ErrClosed is returned by Read, Write, WriteTo and ReadFrom after Close,
 	// including by a call that was waiting for permits when Close was called.
-	// (A Conn returns net.ErrClosed instead, as net.Conn does.)
-	ErrClosed = errors.New("pipe: stream closed")
-	// ErrNilLimiter is returned by every call on a Reader or Writer made with
-	// a nil limiter, and by NewReaderOptions and NewWriterOptions.
-	ErrNilLimiter = errors.New("pipe: nil limiter")
+	// It wraps limiter.ErrClosed. (A Conn returns net.ErrClosed instead, as
+	// net.Conn does.)
+	ErrClosed = fmt.Errorf("pipe: stream closed: %w", limiter.ErrClosed)
 	// ErrNilStream is returned by every call on a Reader or Writer made
 	// around a nil io.Reader or io.Writer.
 	ErrNilStream = errors.New("pipe: nil reader or writer")
 )
 
-// Options tunes a Reader or Writer. The zero Options is what NewReader and
-// NewWriter use, and suits this package's limiters.
-type Options struct {
-	// Context bounds every wait for permits: when it ends, the waiting call
-	// returns its error (errors.Is(err, ctx.Err())). Nil means
-	// context.Background. It does not interrupt a Read or Write of the
-	// underlying stream that blocks; a Conn's deadlines do.
-	Context context.Context
+// An Option configures a Reader or Writer made by NewReader or NewWriter.
+type Option func(*config)
 
-	// Chunk is the most bytes one acquisition asks for, and so the most one
-	// Read returns or one underlying Write is given. Zero derives it from the
-	// limiter: half its burst (Burst, or Limit for a window), and at most
-	// what its rate refills in 100 ms. Set it for a limiter that does not
-	// tell its burst (a limiter.Chain, a keyed limiter's For); without it,
-	// such a limiter's first refusal with ErrExceedsLimit teaches the stream
-	// a smaller size. Negative is an error.
-	Chunk int
-
-	// Spin is how much of the end of each wait for permits is spent in
-	// precise sleeps (nanosleep on Linux, tens of microseconds late) and
-	// polling the limiter, rather than on a Go timer, which on Linux wakes
-	// about a millisecond late. Zero decides per wait: a token bucket whose
-	// spare burst keeps filling for more than 2 ms past the wanted instant
-	// loses nothing to a late timer, so only smaller bursts (and pacers) wait
-	// precisely, for the last 2 ms. Negative always uses timers, which costs
-	// throughput when the burst is small for the rate. Elsewhere than on
-	// Linux the precise stretch is all polling, which keeps a core busy. A
-	// precise wait still notices the context, Close and deadlines within
-	// about a millisecond.
-	Spin time.Duration
-
-	// Monitor, if not nil, counts every byte the stream delivers.
-	Monitor *Monitor
+type config struct {
+	ctx   context.Context
+	chunk int
+	count Counter
 }
 
-func (o Options) validate(lim limiter.Limiter) error {
-	if lim == nil {
-		return ErrNilLimiter
+func configure(opts []Option) config {
+	c := config{ctx: context.Background()}
+	for _, o := range opts {
+		o(&c)
 	}
-	if o.Chunk < 0 {
-		return &limiter.OptionError{Field: "Chunk", Problem: "must not be negative"}
+	return c
+}
+
+// WithContext bounds every wait for permits by ctx: when it ends, the
+// waiting call returns its error (errors.Is(err, ctx.Err())). Without it,
+// waits end only at Close. It does not interrupt a Read or Write of the
+// underlying stream that blocks; a Conn's deadlines do. A nil ctx panics
+// with "pipe: nil Context".
+func WithContext(ctx context.Context) Option {
+	if ctx == nil {
+		panic("pipe: nil Context")
 	}
-	return nil
+	return func(c *config) { c.ctx = ctx }
+}
+
+// WithChunk sets the most bytes one acquisition asks for, and so the most
+// one Read returns or one underlying Write is given. Without it, or with
+// n <= 0, the size is derived from the limiter: half its burst (Burst, or
+// Limit for a window), and at most what its rate refills in 100 ms. Set
+// it for a limiter that does not tell its burst (a limiter.Chain, a keyed
+// limiter's For); without it, such a limiter's first refusal with
+// limiter.ErrExceedsLimit teaches the stream a smaller size.
+func WithChunk(n int) Option {
+	return func(c *config) { c.chunk = max(n, 0) }
+}
+
+// Counter counts the bytes a stream delivers. A progress.Monitor is one.
+type Counter interface {
+	Add(n int64)
+}
+
+// WithCounter makes the stream call c.Add with every piece of bytes it
+// delivers (a Reader: returns; a Writer: writes), once its permits were
+// granted. One Counter may count several streams if its Add is safe for
+// concurrent use.
+func WithCounter(c Counter) Option {
+	return func(cf *config) { cf.count = c }
 }

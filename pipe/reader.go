@@ -18,32 +18,17 @@ type Reader struct {
 	sw  shapedWriter
 }
 
-// NewReader returns a Reader that reads from r no faster than lim allows,
-// with the default Options. A nil r or lim makes every call fail with
-// ErrNilStream or ErrNilLimiter.
-func NewReader(r io.Reader, lim limiter.Limiter) *Reader {
+// NewReader returns a Reader that reads from r no faster than lim allows.
+// A nil lim means no limit (the Reader still counts and can be closed); a
+// nil r makes every call fail with ErrNilStream.
+func NewReader(r io.Reader, lim limiter.Limiter, opts ...Option) *Reader {
 	rd := &Reader{src: r}
 	rd.sr = shapedReader{src: r, s: &rd.s}
-	rd.s.init(nil, lim, nil, Options{})
-	if r == nil && rd.s.bad == nil {
+	rd.s.init(lim, nil, configure(opts))
+	if r == nil {
 		rd.s.bad = ErrNilStream
 	}
 	return rd
-}
-
-// NewReaderOptions is NewReader with Options. It returns ErrNilLimiter,
-// ErrNilStream or a *limiter.OptionError for invalid arguments.
-func NewReaderOptions(r io.Reader, lim limiter.Limiter, opts Options) (*Reader, error) {
-	if err := opts.validate(lim); err != nil {
-		return nil, err
-	}
-	if r == nil {
-		return nil, ErrNilStream
-	}
-	rd := &Reader{src: r}
-	rd.sr = shapedReader{src: r, s: &rd.s}
-	rd.s.init(opts.Context, lim, nil, opts)
-	return rd, nil
 }
 
 // Read reads up to len(p) bytes (fewer when the limiter's burst is smaller)
@@ -88,7 +73,7 @@ func (r *shapedReader) Read(p []byte) (int, error) {
 		return 0, werr
 	}
 	l.Release()
-	r.s.mon.add(k)
+	r.s.counted(k)
 	if k < n {
 		// The limiter grants at most k at once: deliver k now, the rest
 		// (already read) later, so that no instant gets more than a grant.
@@ -117,7 +102,7 @@ func (r *shapedReader) readPending(p []byte) (int, error) {
 	l.Release()
 	copy(p, r.pend[:k])
 	r.pend = r.pend[k:]
-	r.s.mon.add(k)
+	r.s.counted(k)
 	if len(r.pend) == 0 && r.pendErr != nil {
 		err, r.pendErr = r.pendErr, nil
 		return k, err
@@ -127,30 +112,22 @@ func (r *shapedReader) readPending(p []byte) (int, error) {
 
 // WriteTo writes the Reader's bytes to w until EOF or an error, no faster
 // than the limiter allows; it implements io.WriterTo, so io.Copy uses it.
-// It keeps the fast paths where the limit allows: when the underlying
-// reader is an io.WriterTo (a bytes.Reader, a strings.Reader, …) it writes
-// through a shaped writer, which acquires the permits of each piece before
-// passing it to w; else when w is an io.ReaderFrom (a bytes.Buffer, …) it
-// lets w read from the Reader; else it copies through a buffer of one
-// chunk, allocated once per Reader. It returns nil at EOF, like io.Copy.
+// Bytes kept from a failed wait go first. It then keeps the fast paths where
+// the limit allows: when the underlying reader is an io.WriterTo (a
+// bytes.Reader, a strings.Reader, …) it writes through a shaped writer,
+// which acquires the permits of each piece before passing it to w; else
+// when w is an io.ReaderFrom (a bytes.Buffer, …) it lets w read from the
+// Reader; else it copies through a buffer of one chunk, allocated once per
+// Reader. It returns nil at EOF, like io.Copy.
 func (r *Reader) WriteTo(w io.Writer) (int64, error) {
 	if err := r.s.check(); err != nil {
 		return 0, err
 	}
 	var total int64
-	for len(r.sr.pend) > 0 {
-		l, k, err := r.s.acquire(min(len(r.sr.pend), r.s.chunkSize()))
-		if err != nil {
-			return total, err
-		}
-		n, err := w.Write(r.sr.pend[:k])
-		l.Release()
-		r.s.mon.add(n)
-		total += int64(n)
+	if len(r.sr.pend) > 0 {
+		n, err := r.s.write(w, r.sr.pend)
 		r.sr.pend = r.sr.pend[n:]
-		if err == nil && n < k {
-			err = io.ErrShortWrite
-		}
+		total = int64(n)
 		if err != nil {
 			return total, err
 		}
@@ -162,38 +139,25 @@ func (r *Reader) WriteTo(w io.Writer) (int64, error) {
 		}
 		return total, err
 	}
+	n, err := r.copyTo(w)
+	return total + n, err
+}
+
+// copyTo is WriteTo once no kept bytes remain.
+func (r *Reader) copyTo(w io.Writer) (int64, error) {
 	if wt, ok := r.src.(io.WriterTo); ok {
 		r.sw = shapedWriter{dst: w, s: &r.s}
 		n, err := wt.WriteTo(&r.sw)
 		r.sw.dst = nil
-		return total + n, err
+		return n, err
 	}
 	if rf, ok := w.(io.ReaderFrom); ok {
-		n, err := rf.ReadFrom(readerOnly{r})
-		return total + n, err
+		return rf.ReadFrom(readerOnly{r})
 	}
 	if r.buf == nil {
 		r.buf = make([]byte, min(r.s.chunkSize(), 32<<10))
 	}
-	for {
-		n, rerr := r.Read(r.buf)
-		if n > 0 {
-			m, werr := w.Write(r.buf[:n])
-			total += int64(m)
-			if werr == nil && m < n {
-				werr = io.ErrShortWrite
-			}
-			if werr != nil {
-				return total, werr
-			}
-		}
-		if rerr == io.EOF {
-			return total, nil
-		}
-		if rerr != nil {
-			return total, rerr
-		}
-	}
+	return io.CopyBuffer(writerOnly{w}, readerOnly{r}, r.buf)
 }
 
 // Close closes the underlying reader if it is an io.Closer and returns its

@@ -4,36 +4,21 @@ import (
 	"context"
 	"errors"
 	"math"
+	"math/bits"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/rategate/rategate/internal/precise"
 	"github.com/rategate/rategate/limiter"
 )
 
-const (
-	// timerSlack is how late a timer may fire on a loaded Linux machine:
-	// Go's timers wake about a millisecond late for short sleeps. A wait
-	// whose permits the limiter can keep accumulating for longer than this
-	// loses nothing to a late timer; a shorter one spins for the rest.
-	timerSlack = 2 * time.Millisecond
-
-	// chunkTime caps one piece at the permits the limiter's rate refills in
-	// this long, so that a slow stream still moves in small steps (a
-	// progress line advances, a rate change applies soon, a deadline rarely
-	// falls inside one wait).
-	chunkTime = 100 * time.Millisecond
-
-	// osLate is how late an OS sleep (nanosleep) may wake, osMin the
-	// shortest worth making rather than polling, and osMax the longest: an
-	// OS sleep cannot be interrupted, so a wait checks its context (Close, a
-	// deadline) at least this often, however long Options.Spin is.
-	osLate = 150 * time.Microsecond
-	osMin  = 20 * time.Microsecond
-	osMax  = time.Millisecond
-)
+// chunkTime caps one piece at the permits the limiter's rate refills in this
+// long, so that a slow stream still moves in small steps (a progress line
+// advances, a rate change applies soon, a deadline rarely falls inside one
+// wait).
+const chunkTime = 100 * time.Millisecond
 
 // Optional methods through which a limiter says what it can grant. This
 // package's TokenBucket has Burst and Rate, LeakyBucket has Rate, the windows
@@ -71,16 +56,35 @@ func (m member) most() int {
 	return 0
 }
 
+// refill returns how long m's rate takes to refill k permits, rounded down
+// (MaxInt64 if it does not fit), and false when m tells no rate.
+func (m member) refill(k int) (time.Duration, bool) {
+	if m.rate == nil {
+		return 0, false
+	}
+	r := m.rate.Rate()
+	return time.Duration(mulDiv(int64(k), int64(r.Period()), r.Events())), true
+}
+
+// mulDiv returns a·b/c rounded down for a, b >= 0 and c > 0, or MaxInt64
+// when the quotient does not fit: exact, with no floating point.
+func mulDiv(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi >= uint64(c) {
+		return math.MaxInt64
+	}
+	q, _ := bits.Div64(hi, lo, uint64(c))
+	return int64(min(q, math.MaxInt64))
+}
+
 // shaper is what a Reader and a Writer share: the limiter, how big a piece
 // to ask it for, and how to wait for the piece's permits.
 type shaper struct {
-	lim     limiter.Limiter
-	members []member // what the stream learns the burst and rate from
-	known   bool     // every member tells its largest grant
+	lim     limiter.Limiter // nil: no limit
+	members []member        // what the stream learns the burst and rate from
 
-	chunk int           // Options.Chunk; 0: derived from the limiter
-	spin  time.Duration // Options.Spin
-	mon   *Monitor
+	chunk int // WithChunk; 0: derived from the limiter
+	count Counter
 
 	ctx       context.Context // ends when the stream is closed (or the user's context ends)
 	cancel    context.CancelFunc
@@ -89,36 +93,22 @@ type shaper struct {
 	dl        *deadline // a Conn's read or write deadline; nil otherwise
 	bad       error     // a construction error every call returns
 
-	frozen   bool // the clock stood still across an OS sleep: use timers only
-	chunkNow int  // chunkSize
-	learned  int  // the largest grant that succeeded after an ErrExceedsLimit; 0: none
-	timer    *time.Timer
+	chunkNow int // chunkSize
+	learned  int // the largest grant that succeeded after an ErrExceedsLimit; 0: none
+	timer    precise.Timer
 }
 
-func (s *shaper) init(parent context.Context, lim limiter.Limiter, members []limiter.Limiter, opts Options) {
-	if parent == nil {
-		parent = context.Background()
-	}
-	s.ctx, s.cancel = context.WithCancel(parent)
+func (s *shaper) init(lim limiter.Limiter, members []limiter.Limiter, c config) {
+	s.ctx, s.cancel = context.WithCancel(c.ctx)
 	s.lim = lim
-	s.chunk = opts.Chunk
-	s.spin = opts.Spin
-	s.mon = opts.Monitor
+	s.chunk = c.chunk
+	s.count = c.count
 	s.closedErr = ErrClosed
-	if lim == nil {
-		s.bad = ErrNilLimiter
-		return
-	}
-	if members == nil {
+	if lim != nil && members == nil {
 		members = []limiter.Limiter{lim}
 	}
-	s.known = true
 	for _, l := range members {
-		m := describe(l)
-		s.members = append(s.members, m)
-		if m.most() <= 0 {
-			s.known = false
-		}
+		s.members = append(s.members, describe(l))
 	}
 	s.refresh()
 }
@@ -139,10 +129,17 @@ func (s *shaper) check() error {
 	return nil
 }
 
+// counted counts n delivered bytes.
+func (s *shaper) counted(n int) {
+	if s.count != nil && n > 0 {
+		s.count.Add(int64(n))
+	}
+}
+
 // chunkSize is the largest piece one acquisition asks for: half the
 // smallest burst of the limiter (so that a waiter woken late by up to half
 // a burst's refill time loses nothing: the bucket keeps filling), at most
-// chunkTime's worth of the slowest rate, or Options.Chunk.
+// chunkTime's worth of the slowest rate, or WithChunk's.
 //
 // It is computed when the stream is made and again whenever the stream has
 // to wait or is refused a piece as too large, so that the fast path (permits
@@ -164,9 +161,7 @@ func (s *shaper) computeChunk() int {
 			}
 			if m.rate != nil {
 				r := m.rate.Rate()
-				if per := float64(r.Events()) * float64(chunkTime) / float64(r.Period()); per < float64(c) {
-					c = max(1, int(per))
-				}
+				c = min(c, max(1, int(mulDiv(r.Events(), int64(chunkTime), int64(r.Period())))))
 			}
 		}
 	}
@@ -176,53 +171,33 @@ func (s *shaper) computeChunk() int {
 	return c
 }
 
-// tolerance is how long past the instant k permits become available the
-// limiter keeps accumulating permits, so that a waiter woken that late loses
-// nothing; ok is false when a member does not tell.
-func (s *shaper) tolerance(k int) (tol time.Duration, ok bool) {
-	tol = time.Duration(math.MaxInt64)
+// slack is how long past the instant k permits become available every
+// member keeps accumulating permits, so that a waiter woken that late loses
+// nothing: a token bucket's spare burst (its burst less k) at its rate. A
+// pacer, or a member that does not tell its rate and burst, has none.
+func (s *shaper) slack(k int) time.Duration {
+	slack := time.Duration(math.MaxInt64)
 	for _, m := range s.members {
-		if m.rate == nil {
-			return 0, false
-		}
-		r := m.rate.Rate()
 		if m.burst == nil {
-			// A pacer: every late instant is lost.
-			return 0, true
+			return 0
 		}
-		spare := float64(m.burst.Burst() - k)
-		if spare <= 0 {
-			return 0, true
+		t, ok := m.refill(max(m.burst.Burst()-k, 0))
+		if !ok {
+			return 0
 		}
-		t := spare * float64(r.Period()) / float64(r.Events())
-		if t < float64(tol) {
-			tol = time.Duration(t)
-		}
+		slack = min(slack, t)
 	}
-	return tol, true
-}
-
-// spinWindow is how much of the end of a wait for k permits is spent polling
-// the limiter instead of sleeping on a timer.
-func (s *shaper) spinWindow(k int) time.Duration {
-	switch {
-	case s.spin > 0:
-		return s.spin
-	case s.spin < 0:
-		return 0
-	}
-	tol, ok := s.tolerance(k)
-	if !ok || tol >= timerSlack {
-		return 0
-	}
-	return timerSlack - tol
+	return slack
 }
 
 // acquire acquires up to k permits, waiting as needed, and returns the
 // lease and how many it holds (fewer than k only when the limiter said k is
 // more than it can ever grant, which the stream then remembers). Its fast
-// path, permits at hand, is one TryAcquire.
+// path, permits at hand, is one TryAcquire; with no limiter, none.
 func (s *shaper) acquire(k int) (limiter.Lease, int, error) {
+	if s.lim == nil {
+		return limiter.Lease{}, k, nil
+	}
 	l := s.lim.TryAcquire(k)
 	if l.Granted() {
 		return l, k, nil
@@ -233,13 +208,11 @@ func (s *shaper) acquire(k int) (limiter.Lease, int, error) {
 // slow is acquire after TryAcquire refused k permits with l.
 func (s *shaper) slow(k int, l limiter.Lease) (limiter.Lease, int, error) {
 	for {
-		var err error
-		if !errors.Is(l.Err(), limiter.ErrExceedsLimit) {
+		err := l.Err()
+		if !errors.Is(err, limiter.ErrExceedsLimit) {
 			if l, err = s.wait(k, l); err == nil {
 				return l, k, nil
 			}
-		} else {
-			err = l.Err()
 		}
 		if !errors.Is(err, limiter.ErrExceedsLimit) || k <= 1 {
 			return l, 0, err
@@ -269,113 +242,39 @@ func (s *shaper) grantable() int {
 
 // wait obtains k permits after TryAcquire refused them with l.
 //
-// It sleeps on its own timer (reused: no allocation) until the limiter said
-// the permits would be there, finishing the last spinWindow by polling
-// TryAcquire, and only then, if the permits are still not there (others took
-// them, or the rate was lowered), or the limiter could not say when they
-// would be (a queue ahead, a concurrency limit), waits in the limiter's
-// queue with Acquire, which serves waiters in order.
+// When the limiter said when the permits would be there, it waits until
+// then precisely (on the stream's reusable timer, then, if the limiter's
+// spare burst cannot absorb a late timer, a short spin: see
+// internal/precise) and takes them with TryAcquire. If they are gone (others
+// took them, or the rate was lowered), or the limiter could not say when (a
+// queue ahead, a concurrency limit), it waits in the limiter's queue with
+// Acquire, which serves waiters in order.
 func (s *shaper) wait(k int, l limiter.Lease) (limiter.Lease, error) {
 	s.refresh()
-	ctx := s.context()
-	missed := false
-	prev, still := time.Duration(-1), 0
-	for {
+	queue := false
+	for !l.Granted() {
 		if err := l.Err(); !errors.Is(err, limiter.ErrLimited) {
 			return l, s.failure(err)
 		}
-		r := l.RetryAfter()
-		if r <= 0 || missed {
-			var err error
-			l, err = s.lim.Acquire(ctx, k)
-			if err == nil {
-				return l, nil
+		ctx := s.context()
+		var err error
+		if r := l.RetryAfter(); r > 0 && !queue {
+			queue = true
+			if s.timer.Until(ctx, nil, time.Now().Add(r), s.slack(k)) == precise.Done {
+				err = ctx.Err()
 			}
-			if s.dl != nil && s.dl.moved(ctx) {
-				ctx, missed = s.context(), false
-				if l = s.lim.TryAcquire(k); l.Granted() {
-					return l, nil
-				}
-				continue
-			}
-			return l, s.failure(err)
-		}
-		S := s.spinWindow(k)
-		switch {
-		case r > S:
-			if err := s.sleep(ctx, r-S); err != nil {
-				if s.dl != nil && s.dl.moved(ctx) {
-					ctx = s.context()
-					break
-				}
-				return limiter.Lease{}, s.failure(err)
-			}
-			missed = S == 0
-			prev, still = -1, 0
-		case prev >= 0 && r > prev:
-			// The wait grew while we polled: others took the permits.
-			missed = true
-			continue
-		case r == prev:
-			// The clock stands still while we poll, as in a testing/synctest
-			// bubble: only a timer moves it.
-			if still++; still >= 8 {
-				if err := s.sleep(ctx, r); err != nil {
-					if s.dl != nil && s.dl.moved(ctx) {
-						ctx = s.context()
-						break
-					}
-					return limiter.Lease{}, s.failure(err)
-				}
-				missed = true
-				prev, still = -1, 0
-			} else {
-				runtime.Gosched()
-			}
-		default:
-			if err := ctx.Err(); err != nil {
-				if s.dl != nil && s.dl.moved(ctx) {
-					ctx = s.context()
-					break
-				}
-				return limiter.Lease{}, s.failure(err)
-			}
-			prev, still = r, 0
-			// Sleep with the OS as long as its lateness stays within what
-			// the limiter absorbs, then poll.
-			tol, _ := s.tolerance(k)
-			if d := min(r, r+tol-osLate, osMax); d >= osMin && !s.frozen {
-				t0 := time.Now()
-				if osSleep(d) {
-					if time.Since(t0) == 0 {
-						s.frozen = true // a synctest bubble: its clock moves only for timers
-					}
-					break
-				}
-			}
-			runtime.Gosched()
-		}
-		l = s.lim.TryAcquire(k)
-		if l.Granted() {
+		} else if l, err = s.lim.Acquire(ctx, k); err == nil {
 			return l, nil
 		}
+		if err != nil {
+			if s.dl == nil || !s.dl.moved(ctx) {
+				return limiter.Lease{}, s.failure(err)
+			}
+			queue = false // a new deadline: wait again
+		}
+		l = s.lim.TryAcquire(k)
 	}
-}
-
-// sleep waits d on the stream's timer, or until ctx ends.
-func (s *shaper) sleep(ctx context.Context, d time.Duration) error {
-	if s.timer == nil {
-		s.timer = time.NewTimer(d)
-	} else {
-		s.timer.Reset(d)
-	}
-	select {
-	case <-s.timer.C:
-		return nil
-	case <-ctx.Done():
-		s.timer.Stop()
-		return ctx.Err()
-	}
+	return l, nil
 }
 
 // context is the context waits run under: the stream's, or a Conn's

@@ -18,30 +18,16 @@ type Writer struct {
 	sr  shapedReader
 }
 
-// NewWriter returns a Writer that writes to w no faster than lim allows,
-// with the default Options. A nil w or lim makes every call fail with
-// ErrNilStream or ErrNilLimiter.
-func NewWriter(w io.Writer, lim limiter.Limiter) *Writer {
+// NewWriter returns a Writer that writes to w no faster than lim allows.
+// A nil lim means no limit (the Writer still counts and can be closed); a
+// nil w makes every call fail with ErrNilStream.
+func NewWriter(w io.Writer, lim limiter.Limiter, opts ...Option) *Writer {
 	wr := &Writer{dst: w}
-	wr.s.init(nil, lim, nil, Options{})
-	if w == nil && wr.s.bad == nil {
+	wr.s.init(lim, nil, configure(opts))
+	if w == nil {
 		wr.s.bad = ErrNilStream
 	}
 	return wr
-}
-
-// NewWriterOptions is NewWriter with Options. It returns ErrNilLimiter,
-// ErrNilStream or a *limiter.OptionError for invalid arguments.
-func NewWriterOptions(w io.Writer, lim limiter.Limiter, opts Options) (*Writer, error) {
-	if err := opts.validate(lim); err != nil {
-		return nil, err
-	}
-	if w == nil {
-		return nil, ErrNilStream
-	}
-	wr := &Writer{dst: w}
-	wr.s.init(opts.Context, lim, nil, opts)
-	return wr, nil
 }
 
 // Write writes p in pieces of at most one chunk, each passed to the
@@ -67,7 +53,7 @@ func (s *shaper) write(dst io.Writer, p []byte) (int, error) {
 		}
 		n, err := dst.Write(p[written : written+k])
 		l.Release()
-		s.mon.add(n)
+		s.counted(n)
 		written += n
 		if err == nil && n < k {
 			err = io.ErrShortWrite
@@ -105,23 +91,7 @@ func (w *Writer) ReadFrom(r io.Reader) (int64, error) {
 	if w.buf == nil {
 		w.buf = make([]byte, min(w.s.chunkSize(), 32<<10))
 	}
-	var total int64
-	for {
-		n, rerr := r.Read(w.buf)
-		if n > 0 {
-			m, werr := w.Write(w.buf[:n])
-			total += int64(m)
-			if werr != nil {
-				return total, werr
-			}
-		}
-		if rerr == io.EOF {
-			return total, nil
-		}
-		if rerr != nil {
-			return total, rerr
-		}
-	}
+	return io.CopyBuffer(writerOnly{w}, readerOnly{r}, w.buf)
 }
 
 // Close closes the underlying writer if it is an io.Closer and returns its

@@ -31,6 +31,7 @@ import (
 
 	"github.com/rategate/rategate/limiter"
 	"github.com/rategate/rategate/pipe"
+	"github.com/rategate/rategate/pipe/progress"
 )
 
 // config is one copy: what to copy where, how fast, and how often to report.
@@ -47,7 +48,7 @@ type config struct {
 type result struct {
 	Bytes   int64
 	Elapsed time.Duration
-	Lines   []pipe.Progress // one per progress line printed, the last at the end
+	Lines   []progress.Snapshot // one per progress line printed, the last at the end
 }
 
 // demoSize is the size of -demo's generated input.
@@ -290,11 +291,8 @@ func run(ctx context.Context, w io.Writer, cfg config) (result, error) {
 		return res, err
 	}
 	defer lim.Close()
-	mon := pipe.NewMonitor(cfg.Size)
-	r, err := pipe.NewReaderOptions(cfg.In, lim, pipe.Options{Context: ctx, Monitor: mon})
-	if err != nil {
-		return res, err
-	}
+	mon := progress.NewMonitor(cfg.Size)
+	r := pipe.NewReader(cfg.In, lim, pipe.WithContext(ctx), pipe.WithCounter(mon))
 	line := func() {
 		p := mon.Progress()
 		res.Lines = append(res.Lines, p)

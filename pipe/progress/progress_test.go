@@ -1,4 +1,4 @@
-package pipe
+package progress
 
 import (
 	"math"
@@ -8,6 +8,12 @@ import (
 	"time"
 )
 
+const (
+	KiB = 1 << 10
+	MiB = 1 << 20
+	GiB = 1 << 30
+)
+
 // TestMonitorProgress feeds a Monitor 1 KiB every 100 ms for 2 s, then
 // 2 KiB every 100 ms, calling Progress every 250 ms, and checks the rates
 // and the ETA at exact instants.
@@ -15,7 +21,7 @@ func TestMonitorProgress(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const total = 60 * KiB
 		m := NewMonitor(total)
-		var p Progress
+		var p Snapshot
 		start := time.Now()
 		per := int64(KiB)
 		for {
@@ -47,7 +53,7 @@ func TestMonitorProgress(t *testing.T) {
 	})
 }
 
-func checkProgress(t *testing.T, p Progress, bytes int64, rate, avg float64, eta time.Duration) {
+func checkProgress(t *testing.T, p Snapshot, bytes int64, rate, avg float64, eta time.Duration) {
 	t.Helper()
 	if p.Bytes != bytes || math.Abs(p.Rate-rate) > 1e-6 || math.Abs(p.Average-avg) > 1e-6 || p.ETA != eta {
 		t.Errorf("Progress = %+v; want Bytes %d, Rate %v, Average %v, ETA %v", p, bytes, rate, avg, eta)
@@ -67,12 +73,4 @@ func TestMonitorUnknownTotal(t *testing.T) {
 			t.Errorf("String() = %q", s)
 		}
 	})
-}
-
-func TestFormatBytes(t *testing.T) {
-	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1536: "1.5 KiB", 3 * MiB: "3.0 MiB", 5 * GiB / 2: "2.5 GiB"} {
-		if got := FormatBytes(n); got != want {
-			t.Errorf("FormatBytes(%d) = %q, want %q", n, got, want)
-		}
-	}
 }

@@ -1,4 +1,10 @@
-package pipe
+// Package progress reports how a transfer is going: a Monitor counts the
+// bytes delivered (one atomic addition per piece, no clock read) and, when
+// asked, reports bytes so far, the current and average rate, and, for a
+// known total, the percentage done and the time left: enough for a progress
+// line. A pipe.Reader or pipe.Writer counts into one through
+// pipe.WithCounter; anything else calls Add.
+package progress
 
 import (
 	"fmt"
@@ -6,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rategate/rategate/pipe"
 )
 
 // monitorWindow is the span over which Progress measures the current rate.
@@ -13,8 +21,8 @@ const monitorWindow = time.Second
 
 // Monitor counts the bytes a transfer has delivered and reports its
 // progress: bytes so far, the current and average rate, and, for a known
-// total, the time left. Give it to a Reader or Writer through
-// Options.Monitor, or count with Add. Add is one atomic addition (no clock
+// total, the time left. Give it to a pipe.Reader or pipe.Writer with
+// pipe.WithCounter, or count with Add. Add is one atomic addition (no clock
 // read), so a Monitor costs the stream nearly nothing; the clock is read by
 // Progress. A Monitor is safe for concurrent use, and one Monitor may count
 // several streams.
@@ -46,17 +54,11 @@ func NewMonitor(total int64) *Monitor {
 // Add counts n more bytes.
 func (m *Monitor) Add(n int64) { m.bytes.Add(n) }
 
-func (m *Monitor) add(n int) {
-	if m != nil && n > 0 {
-		m.bytes.Add(int64(n))
-	}
-}
-
 // Bytes returns the bytes counted so far.
 func (m *Monitor) Bytes() int64 { return m.bytes.Load() }
 
-// Progress is a snapshot of a Monitor.
-type Progress struct {
+// Snapshot is a Monitor's progress at one instant.
+type Snapshot struct {
 	Bytes   int64         // delivered so far
 	Total   int64         // the transfer's size; 0 if unknown
 	Elapsed time.Duration // since NewMonitor
@@ -73,10 +75,10 @@ type Progress struct {
 }
 
 // Done reports whether a known total has been reached.
-func (p Progress) Done() bool { return p.Total > 0 && p.Bytes >= p.Total }
+func (p Snapshot) Done() bool { return p.Total > 0 && p.Bytes >= p.Total }
 
 // Percent returns Bytes as a percentage of Total, or -1 if Total is unknown.
-func (p Progress) Percent() float64 {
+func (p Snapshot) Percent() float64 {
 	if p.Total <= 0 {
 		return -1
 	}
@@ -85,13 +87,13 @@ func (p Progress) Percent() float64 {
 
 // String formats p as a progress line:
 // "1.5 MiB / 4.0 MiB (37%), 512.0 KiB/s (avg 498.2 KiB/s), ETA 5s".
-func (p Progress) String() string {
+func (p Snapshot) String() string {
 	var b strings.Builder
-	b.WriteString(FormatBytes(p.Bytes))
+	b.WriteString(pipe.FormatBytes(p.Bytes))
 	if p.Total > 0 {
-		fmt.Fprintf(&b, " / %s (%.0f%%)", FormatBytes(p.Total), p.Percent())
+		fmt.Fprintf(&b, " / %s (%.0f%%)", pipe.FormatBytes(p.Total), p.Percent())
 	}
-	fmt.Fprintf(&b, ", %s/s (avg %s/s)", FormatBytes(int64(p.Rate)), FormatBytes(int64(p.Average)))
+	fmt.Fprintf(&b, ", %s/s (avg %s/s)", pipe.FormatBytes(int64(p.Rate)), pipe.FormatBytes(int64(p.Average)))
 	switch {
 	case p.Done():
 		fmt.Fprintf(&b, ", done in %v", p.Elapsed.Round(time.Millisecond))
@@ -105,27 +107,10 @@ func (p Progress) String() string {
 	return b.String()
 }
 
-// FormatBytes formats n bytes with a binary unit: "512 B", "1.5 KiB",
-// "3.0 MiB".
-func FormatBytes(n int64) string {
-	const unit = 1024
-	if n < unit && n > -unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	f := float64(n)
-	for _, u := range []string{"KiB", "MiB", "GiB", "TiB", "PiB"} {
-		f /= unit
-		if f < unit && f > -unit || u == "PiB" {
-			return fmt.Sprintf("%.1f %s", f, u)
-		}
-	}
-	return "" // unreachable
-}
-
 // Progress returns the transfer's progress now. It also records a sample
 // from which later calls measure the current rate, so calling it regularly
 // (for a progress line, a few times a second) keeps Rate current.
-func (m *Monitor) Progress() Progress {
+func (m *Monitor) Progress() Snapshot {
 	now := time.Since(m.start)
 	bytes := m.bytes.Load()
 	m.mu.Lock()
@@ -149,7 +134,7 @@ func (m *Monitor) Progress() Progress {
 	}
 	m.mu.Unlock()
 
-	p := Progress{Bytes: bytes, Total: m.total, Elapsed: now, ETA: -1}
+	p := Snapshot{Bytes: bytes, Total: m.total, Elapsed: now, ETA: -1}
 	if now > 0 {
 		p.Average = float64(bytes) / now.Seconds()
 	}
