@@ -14,6 +14,7 @@
 // Run it with:
 //
 //	go run ./examples/producers
+//	go run ./examples/producers -producers 8 -rate 50/s -buffer 5   # flags change the sizes; -h lists them
 //
 // It exits with status 1 if the rate or the buffer bound was ever exceeded.
 package main
@@ -21,6 +22,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -71,15 +73,124 @@ type result struct {
 }
 
 func main() {
-	if _, err := run(context.Background(), os.Stdout, defaultConfig); err != nil {
-		fmt.Fprintln(os.Stderr, "producers:", err)
-		os.Exit(1)
+	os.Exit(cli(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usageText = `Usage: producers [flags]
+
+Runs -producers producers that send as fast as a channel.Chan lets them:
+at most -rate items in all (for example 100/s), and at most -buffer items
+waiting for the consumer. The consumer takes -fast an item for the first
+half of -duration, then -slow. Prints, each period of the rate, the items
+received and sent and the buffer's occupancy.
+
+Flags:
+`
+
+// cli runs the program with the command-line arguments args (without the
+// program's name) and returns its exit status: 0 done (or -h), 1 the run
+// failed, 2 the command line is wrong.
+func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg := defaultConfig
+	fs := flag.NewFlagSet("producers", flag.ContinueOnError)
+	fs.IntVar(&cfg.Producers, "producers", cfg.Producers, "producers sending at once")
+	rate := fs.String("rate", "100/s", "the most items sent in any period, by all producers together: N/unit or N/duration; the period is also the report interval")
+	fs.IntVar(&cfg.Buffer, "buffer", cfg.Buffer, "the most items buffered at once")
+	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the producers run")
+	fs.DurationVar(&cfg.FastWork, "fast", cfg.FastWork, "the consumer's time per item in the first half")
+	fs.DurationVar(&cfg.SlowWork, "slow", cfg.SlowWork, "the consumer's time per item in the second half")
+	if code, ok := parseArgs(fs, args, usageText, stdout, stderr); !ok {
+		return code
 	}
+	r, err := limiter.ParseRate(*rate)
+	if err != nil {
+		return usageError(stderr, fs.Name(), fmt.Errorf("bad -rate: %w", err))
+	}
+	cfg.Rate, cfg.Period = int(min(r.Events(), maxRate+1)), r.Period()
+	if err := cfg.validate(); err != nil {
+		return usageError(stderr, fs.Name(), err)
+	}
+	if _, err := run(ctx, stdout, cfg); err != nil {
+		fmt.Fprintln(stderr, "producers:", err)
+		return 1
+	}
+	return 0
+}
+
+// maxRate bounds the items per period, and maxPeriods the report lines.
+const maxRate, maxPeriods = 100_000, 1000
+
+// validate says which settings are wrong, by their flags' names, and why.
+func (c config) validate() error {
+	var errs []error
+	if c.Rate < 1 || c.Rate > maxRate {
+		errs = append(errs, fmt.Errorf("-rate must allow from 1 to %d items per period, got %d", maxRate, c.Rate))
+	}
+	if c.Period < 10*time.Millisecond {
+		errs = append(errs, fmt.Errorf("-rate's period must be at least 10ms (it is also the report interval), got %v", c.Period))
+	}
+	if c.Period > 0 && c.Duration/c.Period > maxPeriods {
+		errs = append(errs, fmt.Errorf("-duration must be at most %d periods of -rate (%v), got %v", maxPeriods, c.Period, c.Duration))
+	}
+	if c.FastWork < 0 || c.SlowWork < 0 {
+		errs = append(errs, fmt.Errorf("-fast and -slow must not be negative, got %v and %v", c.FastWork, c.SlowWork))
+	}
+	return errors.Join(append(errs,
+		inRange("producers", c.Producers, 1, 1000),
+		inRange("buffer", c.Buffer, 1, 100_000),
+		positive("duration", c.Duration))...)
+}
+
+// parseArgs parses args with fs, whose program takes no arguments besides
+// its flags. With ok false the program stops with exit status code: 0 after
+// -h (the usage goes to stdout), 2 after an unknown flag, a bad value or an
+// argument (the error goes to stderr).
+func parseArgs(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (code int, ok bool) {
+	fs.SetOutput(stderr) // flag prints its own errors there, naming the flag
+	fs.Usage = func() {} // printed below, where it belongs
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, usage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return 0, false
+	case err != nil:
+		fmt.Fprintf(stderr, "Run '%s -h' for usage.\n", fs.Name())
+		return 2, false
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "%s: unexpected argument %q: it takes only flags\nRun '%s -h' for usage.\n", fs.Name(), fs.Arg(0), fs.Name())
+		return 2, false
+	}
+	return 0, true
+}
+
+// usageError prints err, and where to find the usage, and returns exit
+// status 2.
+func usageError(stderr io.Writer, name string, err error) int {
+	fmt.Fprintf(stderr, "%s: %v\nRun '%s -h' for usage.\n", name, err, name)
+	return 2
+}
+
+// inRange returns an error naming the flag unless lo <= v <= hi.
+func inRange(flagName string, v, lo, hi int) error {
+	if v < lo || v > hi {
+		return fmt.Errorf("-%s must be from %d to %d, got %d", flagName, lo, hi, v)
+	}
+	return nil
+}
+
+// positive returns an error naming the flag unless d > 0.
+func positive(flagName string, d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("-%s must be a positive duration such as 100ms, got %v", flagName, d)
+	}
+	return nil
 }
 
 func run(ctx context.Context, w io.Writer, cfg config) (result, error) {
-	if cfg.Producers < 1 || cfg.Rate < 1 || cfg.Buffer < 1 || cfg.Period <= 0 || cfg.Duration <= 0 {
-		return result{}, fmt.Errorf("invalid config %+v", cfg)
+	if err := cfg.validate(); err != nil {
+		return result{}, err
 	}
 	rate, err := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(cfg.Rate, cfg.Period), Burst: 1})
 	if err != nil {
@@ -91,10 +202,8 @@ func run(ctx context.Context, w io.Writer, cfg config) (result, error) {
 		return result{}, err
 	}
 	defer buffer.Close()
-	// The buffer comes first in the chain: with the rate first, a chain
-	// that waited in the buffer's queue and then found the rate refusing
-	// lost the buffer permit it had been granted (a limiter.Chain bug,
-	// reported); either order means the same bound.
+	// A send takes a permit from both, or from neither: limiter.Chain
+	// grants all or nothing, so either order means the same bounds.
 	c := channel.New[item](limiter.Chain(buffer, rate))
 
 	fmt.Fprintf(w, "%d producers share %d items per %v, at most %d items buffered.\n", cfg.Producers, cfg.Rate, cfg.Period, cfg.Buffer)

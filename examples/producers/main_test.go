@@ -116,3 +116,44 @@ func checkRun(t *testing.T, cfg config, res result, out string) {
 		}
 	}
 }
+
+// TestCLI runs the command line as a user would type it: -h answers with the
+// usage and status 0; unknown flags, bad values and arguments fail with
+// status 2 and a message that names what was wrong; a good command line
+// runs (on a virtual clock) and succeeds.
+func TestCLI(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		out  string // in stdout
+		err  string // in stderr
+	}{
+		{[]string{"-h"}, 0, "Usage: producers [flags]", ""},
+		{[]string{"-help"}, 0, "-buffer int", ""},
+		{[]string{"-bogus"}, 2, "", "flag provided but not defined: -bogus"},
+		{[]string{"extra"}, 2, "", `unexpected argument "extra": it takes only flags`},
+		{[]string{"-producers", "0"}, 2, "", "-producers must be from 1 to 1000, got 0"},
+		{[]string{"-producers", "x"}, 2, "", `invalid value "x" for flag -producers`},
+		{[]string{"-buffer", "0"}, 2, "", "-buffer must be from 1 to 100000, got 0"},
+		{[]string{"-rate", "100"}, 2, "", `bad -rate: limiter: parse rate "100": want N/unit or N/duration, as in 100/s`},
+		{[]string{"-rate", "0/s"}, 2, "", `count "0" is not a positive integer`},
+		{[]string{"-rate", "200000/s"}, 2, "", "-rate must allow from 1 to 100000 items per period, got 100001"},
+		{[]string{"-rate", "5/ms"}, 2, "", "-rate's period must be at least 10ms (it is also the report interval), got 1ms"},
+		{[]string{"-rate", "5/10ms", "-duration", "1h"}, 2, "", "-duration must be at most 1000 periods of -rate (10ms), got 1h0m0s"},
+		{[]string{"-duration", "0s"}, 2, "", "-duration must be a positive duration such as 100ms, got 0s"},
+		{[]string{"-fast", "-1ms"}, 2, "", "-fast and -slow must not be negative, got -1ms and 20ms"},
+		{[]string{"-producers", "2", "-rate", "10/s", "-buffer", "3", "-duration", "2s", "-slow", "500ms"}, 0, "Most sends in any 1s: 10 (limit 10). Peak buffer: 3 (limit 3). Permits still held: 0.", ""},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := cli(t.Context(), tc.args, &stdout, &stderr)
+			if code != tc.code || !strings.Contains(stdout.String(), tc.out) || !strings.Contains(stderr.String(), tc.err) {
+				t.Errorf("producers %q: status %d, stdout %q, stderr %q; want status %d, %q in stdout, %q in stderr",
+					tc.args, code, stdout.String(), stderr.String(), tc.code, tc.out, tc.err)
+			}
+			if tc.code == 2 && (stdout.Len() > 0 || !strings.HasSuffix(stderr.String(), "Run 'producers -h' for usage.\n")) {
+				t.Errorf("producers %q: stdout %q, stderr %q; want nothing on stdout and a pointer to -h", tc.args, stdout.String(), stderr.String())
+			}
+		})
+	}
+}
