@@ -1,0 +1,116 @@
+package httplimit_test
+
+import (
+	"errors"
+	"net/http"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/rategate/rategate/httplimit"
+	"github.com/rategate/rategate/limiter"
+)
+
+func TestClientIP(t *testing.T) {
+	proxies := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8:ffff::/48")}
+	for _, c := range []struct {
+		name    string
+		remote  string
+		headers map[string][]string
+		trusted []netip.Prefix
+		want    string
+	}{
+		{"remote addr", "192.0.2.7:5555", nil, nil, "192.0.2.7"},
+		{"remote IPv6", "[2001:db8::7]:5555", nil, nil, "2001:db8::7"},
+		{"remote IPv6 zone", "[fe80::1%eth0]:80", nil, nil, "fe80::1"},
+		{"remote 4in6", "[::ffff:192.0.2.7]:80", nil, nil, "192.0.2.7"},
+		{"remote without port", "192.0.2.7", nil, nil, "192.0.2.7"},
+		{"untrusted peer: header ignored", "192.0.2.7:1", map[string][]string{"X-Forwarded-For": {"198.51.100.1"}}, proxies, "192.0.2.7"},
+		{"no trusted prefixes: header ignored", "10.0.0.1:1", map[string][]string{"X-Forwarded-For": {"198.51.100.1"}}, nil, "10.0.0.1"},
+		{"trusted peer", "10.0.0.1:1", map[string][]string{"X-Forwarded-For": {"198.51.100.1"}}, proxies, "198.51.100.1"},
+		{"spoofed left entries", "10.0.0.1:1", map[string][]string{"X-Forwarded-For": {"6.6.6.6, 198.51.100.1"}}, proxies, "198.51.100.1"},
+		{"chain of proxies", "10.0.0.1:1", map[string][]string{"X-Forwarded-For": {"6.6.6.6, 198.51.100.1, 10.1.1.1, 10.2.2.2"}}, proxies, "198.51.100.1"},
+		{"several header lines", "10.0.0.1:1", map[string][]string{"X-Forwarded-For": {"6.6.6.6, 198.51.100.1", "10.1.1.1"}}, proxies, "198.51.100.1"},
+		{"all trusted", "10.0.0.1:1", map[string][]string{"X-Forwarded-For": {"10.9.9.9, 10.1.1.1"}}, proxies, "10.9.9.9"},
+		{"garbage from a trusted hop", "10.0.0.1:1", map[string][]string{"X-Forwarded-For": {"6.6.6.6, unknown, 10.1.1.1"}}, proxies, "10.1.1.1"},
+		{"IPv6 entry with port", "10.0.0.1:1", map[string][]string{"X-Forwarded-For": {"[2001:db8::9]:443"}}, proxies, "2001:db8::9"},
+		{"non-canonical entry", "10.0.0.1:1", map[string][]string{"X-Forwarded-For": {"2001:DB8:0::9"}}, proxies, "2001:db8::9"},
+		{"trusted IPv6 peer", "[2001:db8:ffff::1]:1", map[string][]string{"X-Forwarded-For": {"198.51.100.1"}}, proxies, "198.51.100.1"},
+		{"Forwarded", "10.0.0.1:1", map[string][]string{"Forwarded": {`for=6.6.6.6, for="[2001:db8:cafe::17]:4711";proto=https`}}, proxies, "2001:db8:cafe::17"},
+		{"Forwarded chain", "10.0.0.1:1", map[string][]string{"Forwarded": {"for=198.51.100.1;by=10.1.1.1, For=10.1.1.1"}}, proxies, "198.51.100.1"},
+		{"Forwarded unknown", "10.0.0.1:1", map[string][]string{"Forwarded": {"for=unknown, for=10.1.1.1"}}, proxies, "10.1.1.1"},
+		{"X-Forwarded-For before Forwarded", "10.0.0.1:1", map[string][]string{"Forwarded": {"for=6.6.6.6"}, "X-Forwarded-For": {"198.51.100.1"}}, proxies, "198.51.100.1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := get(c.remote)
+			for k, v := range c.headers {
+				r.Header[k] = v
+			}
+			got, err := httplimit.ClientIP(c.trusted...)(r)
+			if err != nil || got != c.want {
+				t.Errorf("ClientIP = %q, %v; want %q", got, err, c.want)
+			}
+		})
+	}
+}
+
+func TestIPKey(t *testing.T) {
+	key, err := httplimit.IPKey(httplimit.IPKeyOptions{IPv6Prefix: 64, Header: "forwarded", Trusted: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for remote, want := range map[string]string{
+		"[2001:db8:1:2:3:4:5:6]:1":  "2001:db8:1:2::/64",
+		"[2001:db8:1:2::99]:1":      "2001:db8:1:2::/64",
+		"192.0.2.1:1":               "192.0.2.1",
+		"[::ffff:192.0.2.1]:1":      "192.0.2.1",
+		"127.0.0.1:1 for=192.0.2.8": "192.0.2.8",
+	} {
+		r := get(remote)
+		if addr, fwd, ok := strings.Cut(remote, " "); ok {
+			r.RemoteAddr = addr
+			r.Header.Set("Forwarded", fwd)
+			r.Header.Set("X-Forwarded-For", "6.6.6.6") // not the header named
+		}
+		if got, err := key(r); err != nil || got != want {
+			t.Errorf("%s: %q, %v; want %q", remote, got, err, want)
+		}
+	}
+	if _, err := key(get("not an address")); !errors.Is(err, httplimit.ErrNoKey) {
+		t.Errorf("bad RemoteAddr: %v, want ErrNoKey", err)
+	}
+	for field, o := range map[string]httplimit.IPKeyOptions{
+		"Trusted[1]": {Trusted: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), {}}},
+		"Header":     {Header: "X-Real-IP"},
+		"IPv6Prefix": {IPv6Prefix: 129},
+	} {
+		_, err := httplimit.IPKey(o)
+		var oe *limiter.OptionError
+		if !errors.As(err, &oe) || oe.Field != field {
+			t.Errorf("%+v: %v, want an OptionError for %s", o, err, field)
+		}
+	}
+}
+
+func TestHeaderAndKeys(t *testing.T) {
+	r := get("192.0.2.1:1")
+	if _, err := httplimit.HeaderKey("x-api-key")(r); !errors.Is(err, httplimit.ErrNoKey) {
+		t.Errorf("missing header: %v", err)
+	}
+	r.Header.Set("X-Api-Key", "secret")
+	if k, err := httplimit.HeaderKey("x-api-key")(r); k != "secret" || err != nil {
+		t.Errorf("header key %q %v", k, err)
+	}
+	r.Pattern = "GET /x"
+	k, err := httplimit.Keys(httplimit.Route, httplimit.HeaderKey("X-Api-Key"), httplimit.ClientIP())(r)
+	if err != nil || k != "GET /x\x00secret\x00192.0.2.1" {
+		t.Errorf("Keys = %q, %v", k, err)
+	}
+	chi := httplimit.RouteFunc(func(*http.Request) string { return "/users/{id}" })
+	if k, _ := chi(r); k != "/users/{id}" {
+		t.Errorf("RouteFunc = %q", k)
+	}
+	if _, err := httplimit.RouteFunc(func(*http.Request) string { return "" })(r); !errors.Is(err, httplimit.ErrNoKey) {
+		t.Errorf("RouteFunc without pattern: %v", err)
+	}
+}

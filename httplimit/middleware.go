@@ -1,0 +1,269 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/rategate/rategate/limiter"
+)
+
+// Middleware limits the requests of the handlers it wraps. Make it with
+// New; it is safe for concurrent use, holds no global state, and one
+// Middleware may wrap many handlers, which then share its limits.
+type Middleware struct {
+	lim    limiter.Limiter
+	perKey func(string) limiter.Limiter
+	keyed  KeyedLimiter
+	key    KeyFunc
+	cost   func(*http.Request) int
+	wait   time.Duration
+
+	quoted     string // the policy name as a structured-field string
+	noHeaders  bool
+	legacy     bool
+	fullStatus int
+	onRefuse   func(http.ResponseWriter, *http.Request, Decision)
+	onDecision func(*http.Request, Decision)
+}
+
+// New returns a Middleware, or an *limiter.OptionError naming the first
+// invalid option.
+func New(o Options) (*Middleware, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	m := &Middleware{
+		lim: o.Limiter, perKey: o.PerKey, keyed: o.Keyed, key: o.Key, cost: o.Cost, wait: o.Wait,
+		noHeaders: o.NoHeaders, legacy: o.LegacyHeaders, fullStatus: o.QueueFullStatus,
+		onRefuse: o.OnRefuse, onDecision: o.OnDecision,
+	}
+	if m.key == nil {
+		m.key = ClientIP()
+	}
+	if m.fullStatus == 0 {
+		m.fullStatus = http.StatusTooManyRequests
+	}
+	if m.onRefuse == nil {
+		m.onRefuse = writeRefusal
+	}
+	name := o.Policy
+	if name == "" {
+		name = "default"
+	}
+	m.quoted = quoteString(name)
+	return m, nil
+}
+
+// Wrap returns a handler that serves a request with next once the
+// middleware grants it its permits, and otherwise refuses it (see
+// Options.OnRefuse). A granted lease is released when next returns, so a
+// limiter.Concurrency caps the requests in flight.
+func (m *Middleware) Wrap(next http.Handler) http.Handler {
+	return &handler{m: m, next: next}
+}
+
+type handler struct {
+	m    *Middleware
+	next http.Handler
+}
+
+// target is the limiter a request counts against: a Limiter, or a key of
+// a KeyedLimiter (kept as a pair so that no Limiter value is made).
+type target struct {
+	lim   limiter.Limiter
+	keyed KeyedLimiter
+	key   string
+}
+
+func (t *target) none() bool { return t.lim == nil && t.keyed == nil }
+
+func (t *target) try(n int) limiter.Lease {
+	if t.keyed != nil {
+		return t.keyed.TryAcquire(t.key, n)
+	}
+	return t.lim.TryAcquire(n)
+}
+
+func (t *target) acquire(ctx context.Context, n int) (limiter.Lease, error) {
+	if t.keyed != nil {
+		return t.keyed.Acquire(ctx, t.key, n)
+	}
+	return t.lim.Acquire(ctx, n)
+}
+
+func (t *target) quota() limiter.Quota {
+	if t.keyed != nil {
+		if q, ok := t.keyed.(keyedQuoter); ok {
+			return q.Quota(t.key)
+		}
+		return limiter.Quota{}
+	}
+	q, _ := limiter.QuotaOf(t.lim)
+	return q
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	m := h.m
+	d := Decision{Cost: 1}
+	if m.cost != nil {
+		d.Cost = m.cost(r)
+	}
+	t, ok := m.target(r, &d)
+	if !ok {
+		m.refuse(w, r, &d, false)
+		return
+	}
+	if t.none() || d.Cost == 0 {
+		m.serve(w, r, h.next, &d, &t, limiter.Lease{})
+		return
+	}
+	lease, err := m.take(r, &t, &d)
+	if err == nil {
+		m.serve(w, r, h.next, &d, &t, lease)
+		return
+	}
+	d.Err = err
+	m.classify(r, &d, lease)
+	if d.Outcome == Gone {
+		if m.onDecision != nil {
+			m.onDecision(r, d)
+		}
+		return
+	}
+	d.Quota = t.quota()
+	m.refuse(w, r, &d, d.Outcome == Limited || d.Outcome == QueueFull)
+}
+
+// target finds the limiter of r, or fills d with a failure.
+func (m *Middleware) target(r *http.Request, d *Decision) (target, bool) {
+	if d.Cost < 0 {
+		d.Outcome, d.Status = Failed, http.StatusInternalServerError
+		d.Err = errors.New("httplimit: Options.Cost returned a negative cost")
+		return target{}, false
+	}
+	if m.perKey == nil && m.keyed == nil {
+		return target{lim: m.lim}, true
+	}
+	key, err := m.key(r)
+	if err != nil {
+		d.Outcome, d.Status, d.Err = Failed, http.StatusBadRequest, err
+		return target{}, false
+	}
+	d.Key = key
+	if m.keyed != nil {
+		return target{keyed: m.keyed, key: key}, true
+	}
+	return target{lim: m.perKey(key)}, true
+}
+
+// take asks t for d.Cost permits: at once, or queued up to m.wait.
+func (m *Middleware) take(r *http.Request, t *target, d *Decision) (limiter.Lease, error) {
+	if m.wait <= 0 {
+		l := t.try(d.Cost)
+		if l.Granted() {
+			return l, nil
+		}
+		return l, l.Err()
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(r.Context(), m.wait)
+	l, err := t.acquire(ctx, d.Cost)
+	cancel()
+	d.Waited = time.Since(start)
+	return l, err
+}
+
+// classify sets d's outcome and status from the error of a refused lease.
+func (m *Middleware) classify(r *http.Request, d *Decision, l limiter.Lease) {
+	d.RetryAfter = l.RetryAfter()
+	err := d.Err
+	switch {
+	case r.Context().Err() != nil:
+		d.Outcome = Gone
+	case errors.Is(err, limiter.ErrQueueFull):
+		d.Outcome, d.Status = QueueFull, m.fullStatus
+	case errors.Is(err, limiter.ErrLimited), errors.Is(err, context.DeadlineExceeded):
+		d.Outcome, d.Status = Limited, http.StatusTooManyRequests
+	case errors.Is(err, limiter.ErrExceedsLimit):
+		// Never grantable: refused, with no time to retry after.
+		d.Outcome, d.Status, d.RetryAfter = Limited, http.StatusTooManyRequests, -1
+	default: // closed, a store that cannot decide, no limiter for the key
+		d.Outcome, d.Status = Failed, http.StatusServiceUnavailable
+	}
+}
+
+// serve sets the RateLimit fields, reports the decision and calls next.
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler, d *Decision, t *target, l limiter.Lease) {
+	defer l.Release()
+	if !t.none() && (!m.noHeaders || m.legacy || m.onDecision != nil) {
+		d.Quota = t.quota()
+		m.setFields(w.Header(), d.Quota, 0)
+	}
+	if m.onDecision != nil {
+		m.onDecision(r, *d)
+	}
+	next.ServeHTTP(w, r)
+}
+
+// refuse sets Retry-After (for a refusal over the limit) and the RateLimit
+// fields, reports the decision and writes the refusal.
+func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, d *Decision, limited bool) {
+	if limited {
+		secs := int64(0)
+		if d.RetryAfter >= 0 {
+			if d.RetryAfter == 0 {
+				// Unknown (a full queue, an expired wait): when the
+				// quota is whole again, or a second.
+				d.RetryAfter = d.Quota.Reset
+			}
+			secs = max(ceilSeconds(d.RetryAfter), 1)
+		} else {
+			d.RetryAfter = 0
+		}
+		m.setFields(w.Header(), d.Quota, secs)
+	}
+	if m.onDecision != nil {
+		m.onDecision(r, *d)
+	}
+	m.onRefuse(w, r, *d)
+}
+
+// writeRefusal is the default Options.OnRefuse.
+func writeRefusal(w http.ResponseWriter, _ *http.Request, d Decision) {
+	h := w.Header()
+	h["Content-Type"] = textPlain
+	h["X-Content-Type-Options"] = nosniff
+	w.WriteHeader(d.Status)
+	_, _ = w.Write(statusLine(d.Status))
+}
+
+var (
+	textPlain = []string{"text/plain; charset=utf-8"}
+	nosniff   = []string{"nosniff"}
+	line429   = []byte(http.StatusText(http.StatusTooManyRequests) + "\n")
+)
+
+func statusLine(code int) []byte {
+	if code == http.StatusTooManyRequests {
+		return line429
+	}
+	return []byte(http.StatusText(code) + "\n")
+}
+
+// quoteString returns s as a structured-field String (RFC 9651 §3.3.3): in
+// double quotes, with '"' and '\' escaped. s is printable ASCII.
+func quoteString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		if s[i] == '"' || s[i] == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	b.WriteByte('"')
+	return b.String()
+}

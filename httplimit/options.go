@@ -1,0 +1,168 @@
+package httplimit
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/rategate/rategate/limiter"
+)
+
+// Options configures New. The zero Options limits nothing: a nil Limiter
+// means no limit, as everywhere in rategate.
+type Options struct {
+	// Limiter is one limit for every request (a server-wide rate, or a
+	// limiter.Concurrency capping the requests in flight). Set at most one
+	// of Limiter, PerKey and Keyed.
+	Limiter limiter.Limiter
+	// PerKey returns the limiter of a key (see Key): one limit per client,
+	// API key or route, such as a limiter.Keyed's or KeyedTokenBucket's For,
+	// or a redislimit keyed For. A nil limiter for a key means no limit for
+	// it.
+	PerKey func(key string) limiter.Limiter
+	// Keyed is PerKey for a keyed limiter used directly, such as a
+	// *limiter.Keyed[string] or *limiter.KeyedTokenBucket[string]: the same
+	// decisions without making a Limiter value per request.
+	Keyed KeyedLimiter
+	// Key names what a request counts against when PerKey or Keyed is set.
+	// The default is ClientIP() (RemoteAddr only; behind a proxy, give
+	// ClientIP the proxy's prefixes). A request whose key cannot be found
+	// is answered 400 Bad Request.
+	Key KeyFunc
+	// Cost returns the permits a request takes; the default is 1. A cost of
+	// 0 takes nothing and is never refused; a negative cost is a bug and is
+	// answered 500 Internal Server Error.
+	Cost func(r *http.Request) int
+	// Wait, when positive, queues a request that cannot be served at once
+	// in the limiter's queue for up to Wait (the leaky-bucket middleware:
+	// requests are served in turn at the limiter's pace). A request that
+	// cannot be served within Wait is refused at once, not after waiting
+	// (limiters that can tell fail at once when the wait would outlast the
+	// deadline), and one whose client goes away while queued leaves the
+	// queue, consumes nothing and gets no response. 0 refuses at once what
+	// TryAcquire does not grant.
+	Wait time.Duration
+
+	// Policy names the quota policy in the RateLimit-Policy and RateLimit
+	// fields; the default is "default". Printable ASCII only.
+	Policy string
+	// NoHeaders leaves out the RateLimit-Policy and RateLimit fields (a
+	// refusal still carries Retry-After).
+	NoHeaders bool
+	// LegacyHeaders adds X-RateLimit-Limit, X-RateLimit-Remaining and
+	// X-RateLimit-Reset (the Unix time, in seconds, at which the quota is
+	// whole again), as GitHub and go-chi/httprate send them.
+	LegacyHeaders bool
+	// QueueFullStatus is the status of a request refused because the
+	// limiter's queue is full: 429 Too Many Requests (the default) or 503
+	// Service Unavailable.
+	QueueFullStatus int
+	// OnRefuse writes the response to a request that is not served:
+	// d.Status says which (429, QueueFullStatus, 400 when the key cannot be
+	// found, 503 when the limiter fails, as when it is closed or its store
+	// cannot be reached, 500 for a negative cost). Retry-After and the
+	// RateLimit fields are set when it is called. The default writes
+	// d.Status and its status text, as http.Error does.
+	OnRefuse func(w http.ResponseWriter, r *http.Request, d Decision)
+	// OnDecision, if set, is called with every decision (served, refused,
+	// client gone, failed), for metrics and logs, before the request is
+	// served or the refusal is written. It runs on the request's goroutine:
+	// keep it fast.
+	OnDecision func(r *http.Request, d Decision)
+}
+
+// KeyedLimiter is a set of limiters, one per key, used by key: what
+// Options.Keyed takes. *limiter.Keyed[string] and
+// *limiter.KeyedTokenBucket[string] implement it, and report each key's
+// Quota for the RateLimit fields through an optional
+// Quota(key string) limiter.Quota method.
+type KeyedLimiter interface {
+	TryAcquire(key string, n int) limiter.Lease
+	Acquire(ctx context.Context, key string, n int) (limiter.Lease, error)
+}
+
+// keyedQuoter is the optional Quota method of a KeyedLimiter.
+type keyedQuoter interface {
+	Quota(key string) limiter.Quota
+}
+
+func (o *Options) validate() error {
+	set := 0
+	for _, s := range []bool{o.Limiter != nil, o.PerKey != nil, o.Keyed != nil} {
+		if s {
+			set++
+		}
+	}
+	if set > 1 {
+		return &limiter.OptionError{Field: "Limiter", Problem: "set at most one of Limiter, PerKey and Keyed"}
+	}
+	if o.Wait < 0 {
+		return &limiter.OptionError{Field: "Wait", Problem: fmt.Sprintf("%v is negative", o.Wait)}
+	}
+	switch o.QueueFullStatus {
+	case 0, http.StatusTooManyRequests, http.StatusServiceUnavailable:
+	default:
+		return &limiter.OptionError{Field: "QueueFullStatus", Problem: fmt.Sprintf("%d is neither 429 nor 503", o.QueueFullStatus)}
+	}
+	for i := 0; i < len(o.Policy); i++ {
+		if c := o.Policy[i]; c < 0x20 || c > 0x7e {
+			return &limiter.OptionError{Field: "Policy", Problem: fmt.Sprintf("%q holds a byte that is not printable ASCII", o.Policy)}
+		}
+	}
+	return nil
+}
+
+// Outcome is what the middleware did with a request.
+type Outcome int
+
+const (
+	// Served: the request was granted its permits and passed to the handler.
+	Served Outcome = iota
+	// Limited: refused, over the limit now or, with Wait, within Wait.
+	Limited
+	// QueueFull: refused, the limiter's queue was full.
+	QueueFull
+	// Gone: the client went away while the request was queued; it took no
+	// permits and gets no response.
+	Gone
+	// Failed: no decision could be made: the key could not be found, the
+	// cost was negative, or the limiter failed (closed, its store
+	// unreachable, no limiter for the key).
+	Failed
+)
+
+var outcomeNames = [...]string{"served", "limited", "queue full", "gone", "failed"}
+
+// String returns "served", "limited", "queue full", "gone" or "failed".
+func (o Outcome) String() string {
+	if o >= 0 && int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// Decision is the middleware's decision on one request, as given to
+// Options.OnDecision and Options.OnRefuse.
+type Decision struct {
+	Outcome Outcome
+	// Status is the response status of a request not served (0 when
+	// served, or gone).
+	Status int
+	// Key is the request's key ("" with Options.Limiter).
+	Key string
+	// Cost is the permits the request asked for.
+	Cost int
+	// Waited is how long the request waited in the queue (with Wait > 0).
+	Waited time.Duration
+	// RetryAfter is, for a refusal, the wait the limiter gave before the
+	// permits could be granted (Retry-After is this, in whole seconds,
+	// rounded up; at least 1).
+	RetryAfter time.Duration
+	// Quota is the limiter's quota after the decision, as sent in the
+	// RateLimit fields; the zero Quota when the limiter cannot say.
+	Quota limiter.Quota
+	// Err says why a request was not served (errors.Is: limiter.ErrLimited,
+	// limiter.ErrQueueFull, context.DeadlineExceeded, ErrNoKey, ...).
+	Err error
+}
