@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -65,4 +66,49 @@ func ExampleMap() {
 	}
 	fmt.Println()
 	// Output: 1 4 9 16 25
+}
+
+// GoKey gives each key (here a host) its own queue and limiter: host a may
+// start 2 requests per 200 ms, and its third and fourth wait for its window
+// without holding up host b, although they were submitted first.
+func ExamplePool_GoKey() {
+	hosts, err := limiter.NewKeyed(limiter.KeyedOptions[string]{New: func(string) (limiter.Limiter, error) {
+		return limiter.NewSlidingLog(limiter.SlidingLogOptions{Limit: 2, Window: 200 * time.Millisecond})
+	}})
+	if err != nil {
+		panic(err)
+	}
+	p, err := pool.New(pool.Options{Workers: 4, PerKey: hosts.For})
+	if err != nil {
+		panic(err)
+	}
+	start := time.Now()
+	var mu sync.Mutex
+	var atOnce, later []string
+	for _, url := range []string{"a/1", "a/2", "a/3", "a/4", "b/1", "b/2"} {
+		host := url[:1]
+		// GoKey returns at once: the task waits in its host's queue.
+		if err := p.GoKey(context.Background(), host, func(ctx context.Context) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if time.Since(start) < 100*time.Millisecond {
+				atOnce = append(atOnce, url)
+			} else {
+				later = append(later, url)
+			}
+			return nil
+		}); err != nil {
+			panic(err)
+		}
+	}
+	if err := p.Wait(); err != nil {
+		panic(err)
+	}
+	slices.Sort(atOnce)
+	slices.Sort(later)
+	fmt.Println("at once:", atOnce)
+	fmt.Println("a window later:", later)
+	// Output:
+	// at once: [a/1 a/2 b/1 b/2]
+	// a window later: [a/3 a/4]
 }

@@ -1,32 +1,39 @@
 package pool
 
 import (
+	"cmp"
 	"context"
 	"iter"
 	"runtime/debug"
+	"sync"
 
 	"github.com/rategate/rategate/limiter"
 )
 
-// Order is the order in which Map yields its results.
-type Order int
+// MapOrder is the order in which Map yields its results.
+type MapOrder int
 
 const (
 	// InputOrder yields the result of the i-th input i-th, holding results
 	// that finish early until those before them are yielded.
-	InputOrder Order = iota
+	InputOrder MapOrder = iota
 	// CompletionOrder yields each result as soon as it is ready.
 	CompletionOrder
 )
 
-// MapOptions configures Map.
+// MapOptions configures Map and MapKey.
 type MapOptions struct {
 	// Workers is the most calls of f running at once. It must be at least 1.
 	Workers int
 	// Limiter, when not nil, must grant one permit before each call of f.
 	Limiter limiter.Limiter
 	// Order is InputOrder (the default) or CompletionOrder.
-	Order Order
+	Order MapOrder
+	// PerKey, for MapKey, returns the limiter of a key, as Options.PerKey.
+	PerKey func(key string) limiter.Limiter
+	// Queue, for MapKey, is the most values waiting for their keys'
+	// limiters, as Options.Queue for GoKey; 0 means DefaultKeyQueue.
+	Queue int
 }
 
 type mapResult[R any] struct {
@@ -50,37 +57,90 @@ type mapResult[R any] struct {
 // the loop, or ctx ending, cancels the context the calls get and stops
 // the workers; the iterator returns once every call has returned and seq's
 // goroutine has stopped (seq stops at its next value), so nothing is left
-// running. If opts is invalid, Map yields one pair with the error.
+// running. If opts is invalid, Map yields one pair with the error. A nil ctx
+// panics.
 func Map[T, R any](ctx context.Context, seq iter.Seq[T], f func(context.Context, T) (R, error), opts MapOptions) iter.Seq2[R, error] {
+	if ctx == nil {
+		panic("pool: nil Context")
+	}
+	return mapSeq(ctx, seq, nil, f, opts)
+}
+
+// MapKey is Map for values with a key (a URL's host, given by key): each
+// call of f starts once a worker is free and both opts.Limiter and
+// opts.PerKey(key(v)) grant, as with Pool.GoKey, so a key whose limiter is
+// not ready holds up only its own values while the workers call f on the
+// others. Up to opts.Queue values (DefaultKeyQueue with 0) are read ahead
+// and wait for their keys; in InputOrder, up to that many results finished
+// ahead of their turn wait too. A value whose call cannot start (its
+// key's limiter failed, ctx ended) yields its error in its place, and the
+// others go on. A nil ctx panics.
+func MapKey[T, R any](ctx context.Context, seq iter.Seq[T], key func(T) string, f func(context.Context, T) (R, error), opts MapOptions) iter.Seq2[R, error] {
+	if ctx == nil {
+		panic("pool: nil Context")
+	}
+	if key == nil {
+		key = func(T) string { return "" }
+	}
+	return mapSeq(ctx, seq, key, f, opts)
+}
+
+func mapSeq[T, R any](ctx context.Context, seq iter.Seq[T], key func(T) string, f func(context.Context, T) (R, error), opts MapOptions) iter.Seq2[R, error] {
 	return func(yield func(R, error) bool) {
 		var zero R
 		mctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		p, err := New(Options{Workers: opts.Workers, Limiter: opts.Limiter, Context: mctx})
+		popts := Options{Workers: opts.Workers, Limiter: opts.Limiter, Context: mctx}
+		ahead := opts.Workers
+		if key != nil {
+			popts.PerKey, popts.Queue = opts.PerKey, opts.Queue
+			ahead += cmp.Or(opts.Queue, DefaultKeyQueue)
+		}
+		p, err := New(popts)
 		if err != nil {
 			yield(zero, err)
 			return
 		}
 		defer p.Close()
+		m := &mapper[T, R]{p: p, ctx: mctx, key: key, f: f, cancel: cancel}
 		if opts.Order == CompletionOrder {
-			mapCompletion(cancel, p, seq, f, opts.Workers, yield)
+			m.completion(seq, opts.Workers, yield)
 		} else {
-			mapInput(cancel, p, seq, f, opts.Workers, yield)
+			m.input(seq, ahead, yield)
 		}
 	}
 }
 
-func mapInput[T, R any](cancel context.CancelFunc, p *Pool, seq iter.Seq[T], f func(context.Context, T) (R, error), workers int, yield func(R, error) bool) {
+// mapper runs one Map or MapKey.
+type mapper[T, R any] struct {
+	p      *Pool
+	ctx    context.Context
+	key    func(T) string // nil for Map
+	f      func(context.Context, T) (R, error)
+	cancel context.CancelFunc
+}
+
+// submit starts (Map) or queues (MapKey) the call of f on v, which sends
+// its result to out; for MapKey, fail receives the error of a call that
+// cannot start.
+func (m *mapper[T, R]) submit(v T, out chan<- mapResult[R], fail func(error)) error {
+	if m.key == nil {
+		return m.p.Go(mapTask(m.f, v, out))
+	}
+	return m.p.goKey(m.ctx, m.key(v), mapTask(m.f, v, out), fail)
+}
+
+func (m *mapper[T, R]) input(seq iter.Seq[T], ahead int, yield func(R, error) bool) {
 	// Each input gets a one-result channel, queued in input order; the
-	// queue holds Workers of them, so at most 2·Workers results are held.
-	slots := make(chan chan mapResult[R], workers)
+	// queue holds ahead of them, which bounds the results held.
+	slots := make(chan chan mapResult[R], ahead)
 	fed := make(chan struct{})
 	go func() {
 		defer close(fed)
 		defer close(slots)
 		for v := range seq {
 			c := make(chan mapResult[R], 1)
-			err := p.Go(mapTask(f, v, c))
+			err := m.submit(v, c, func(err error) { c <- mapResult[R]{err: err} })
 			if err != nil {
 				c <- mapResult[R]{err: err}
 			}
@@ -91,7 +151,7 @@ func mapInput[T, R any](cancel context.CancelFunc, p *Pool, seq iter.Seq[T], f f
 		}
 	}()
 	defer func() {
-		cancel()
+		m.cancel()
 		for range slots { // unblock and end the feeder
 		}
 		<-fed
@@ -104,23 +164,26 @@ func mapInput[T, R any](cancel context.CancelFunc, p *Pool, seq iter.Seq[T], f f
 	}
 }
 
-func mapCompletion[T, R any](cancel context.CancelFunc, p *Pool, seq iter.Seq[T], f func(context.Context, T) (R, error), workers int, yield func(R, error) bool) {
+func (m *mapper[T, R]) completion(seq iter.Seq[T], workers int, yield func(R, error) bool) {
 	results := make(chan mapResult[R], workers)
 	go func() {
 		defer close(results)
+		var fails sync.WaitGroup // sends the errors of calls that could not start
+		fail := func(err error) { fails.Go(func() { results <- mapResult[R]{err: err} }) }
 		var err error
 		for v := range seq {
-			if err = p.Go(mapTask(f, v, results)); err != nil {
+			if err = m.submit(v, results, fail); err != nil {
 				break
 			}
 		}
-		p.Wait()
+		m.p.Wait()
+		fails.Wait()
 		if err != nil { // after every result: the consumer reads results until it is closed
 			results <- mapResult[R]{err: err}
 		}
 	}()
 	defer func() {
-		cancel()
+		m.cancel()
 		for range results { // until the feeder has waited for every call
 		}
 	}()

@@ -75,7 +75,7 @@ func TestMapCompletionOrder(t *testing.T) {
 // TestMapBoundedMemory: with a consumer that stops reading, Map reads at
 // most a bounded number of inputs ahead, then waits.
 func TestMapBoundedMemory(t *testing.T) {
-	for _, order := range []pool.Order{pool.InputOrder, pool.CompletionOrder} {
+	for _, order := range []pool.MapOrder{pool.InputOrder, pool.CompletionOrder} {
 		synctest.Test(t, func(t *testing.T) {
 			const workers = 3
 			var read, calls atomic.Int64
@@ -99,7 +99,7 @@ func TestMapBoundedMemory(t *testing.T) {
 // TestMapBreakStopsWorkers: breaking out cancels the calls' context and
 // returns only after every call returned (goleak checks the rest).
 func TestMapBreakStopsWorkers(t *testing.T) {
-	for _, order := range []pool.Order{pool.InputOrder, pool.CompletionOrder} {
+	for _, order := range []pool.MapOrder{pool.InputOrder, pool.CompletionOrder} {
 		synctest.Test(t, func(t *testing.T) {
 			start := time.Now()
 			var read, running, cancelled atomic.Int64
@@ -125,7 +125,7 @@ func TestMapBreakStopsWorkers(t *testing.T) {
 }
 
 func TestMapErrorsAndPanics(t *testing.T) {
-	for _, order := range []pool.Order{pool.InputOrder, pool.CompletionOrder} {
+	for _, order := range []pool.MapOrder{pool.InputOrder, pool.CompletionOrder} {
 		var read atomic.Int64
 		bad := errors.New("bad")
 		f := func(ctx context.Context, i int) (int, error) {
@@ -162,7 +162,8 @@ func TestMapInvalidAndCancelled(t *testing.T) {
 	f := func(ctx context.Context, i int) (int, error) { return i, nil }
 	n := 0
 	for _, err := range pool.Map(t.Context(), count(3, &read), f, pool.MapOptions{}) {
-		if !errors.Is(err, pool.ErrInvalidOptions) {
+		var oe *limiter.OptionError
+		if !errors.As(err, &oe) || oe.Field != "Workers" {
 			t.Errorf("Workers 0: %v", err)
 		}
 		n++
@@ -172,7 +173,7 @@ func TestMapInvalidAndCancelled(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	for _, order := range []pool.Order{pool.InputOrder, pool.CompletionOrder} {
+	for _, order := range []pool.MapOrder{pool.InputOrder, pool.CompletionOrder} {
 		var errs []error
 		for _, err := range pool.Map(ctx, count(3, &read), f, pool.MapOptions{Workers: 1, Order: order}) {
 			errs = append(errs, err)
@@ -207,7 +208,7 @@ func TestMapLimiter(t *testing.T) {
 // yields ErrGoexit for its value, and the iterator still ends, in both
 // orders.
 func TestMapGoexit(t *testing.T) {
-	for _, order := range []pool.Order{pool.InputOrder, pool.CompletionOrder} {
+	for _, order := range []pool.MapOrder{pool.InputOrder, pool.CompletionOrder} {
 		synctest.Test(t, func(t *testing.T) {
 			var read atomic.Int64
 			f := func(ctx context.Context, i int) (int, error) {
@@ -240,7 +241,7 @@ func TestMapGoexit(t *testing.T) {
 // closed), that error is the last pair, after the result of a call that was
 // already running, in both orders.
 func TestMapStartErrorIsLast(t *testing.T) {
-	for _, order := range []pool.Order{pool.InputOrder, pool.CompletionOrder} {
+	for _, order := range []pool.MapOrder{pool.InputOrder, pool.CompletionOrder} {
 		synctest.Test(t, func(t *testing.T) {
 			var read atomic.Int64
 			lim := slidingLog(t, 100, time.Second)

@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,14 +20,8 @@ var (
 	ErrClosed = fmt.Errorf("pool: closed (Wait or Close was called): %w", limiter.ErrClosed)
 	// ErrBusy: TryGo found every worker busy. It wraps limiter.ErrLimited.
 	ErrBusy = fmt.Errorf("pool: every worker is busy: %w", limiter.ErrLimited)
-	// ErrNoPerKey: GoKey or TryGoKey was called on a pool without
-	// Options.PerKey, or PerKey returned nil for the key.
-	ErrNoPerKey = errors.New("pool: no per-key limiter (Options.PerKey is nil or returned nil)")
 	// ErrNilTask: a nil task was submitted.
 	ErrNilTask = errors.New("pool: nil task")
-	// ErrInvalidOptions: New was given invalid Options; the message names
-	// the field.
-	ErrInvalidOptions = errors.New("pool: invalid options")
 	// ErrGoexit: a task called runtime.Goexit (t.FailNow, for one) instead
 	// of returning. The pool reports it as the task's error.
 	ErrGoexit = errors.New("pool: task called runtime.Goexit")
@@ -36,39 +31,51 @@ var (
 type Options struct {
 	// Workers is the most tasks running at once. It must be at least 1.
 	Workers int
-	// Limiter, when not nil, must grant one permit before each task starts.
-	// A lease it grants is released when the task returns, so a
-	// limiter.Concurrency shared by several pools bounds them together.
+	// Limiter, when not nil, must grant one permit before each task starts;
+	// nil means no limit. A lease it grants is released when the task
+	// returns, so a limiter.Concurrency shared by several pools bounds them
+	// together.
 	Limiter limiter.Limiter
 	// PerKey returns the limiter of a key (a host, a tenant) for GoKey and
-	// TryGoKey: a task submitted with a key starts only when Limiter and
-	// PerKey(key) both grant, at the same instant (limiter.Chain).
-	// (*limiter.Keyed[string]).For and (*limiter.KeyedTokenBucket[string]).For
-	// fit it.
+	// TryGoKey: a keyed task starts only when Limiter and PerKey(key) both
+	// grant, at the same instant (limiter.Chain). nil, or a nil limiter for
+	// a key, means no per-key limit. (*limiter.Keyed[string]).For and
+	// (*limiter.KeyedTokenBucket[string]).For fit it. PerKey is called when
+	// a key's queue is made, not once per task.
 	PerKey func(key string) limiter.Limiter
 	// Context is the parent of the context the tasks get; nil means
-	// context.Background. When it ends, the tasks' context ends too and
-	// later Go calls fail with its error.
+	// context.Background. When it ends, the tasks' context ends too, later
+	// Go calls fail with its error, and keyed tasks that have not started
+	// never start.
 	Context context.Context
 	// CancelOnError cancels the tasks' context when a task first returns an
 	// error (or panics), as golang.org/x/sync/errgroup does. Tasks already
 	// submitted still run, with a cancelled context.
 	CancelOnError bool
-	// Queue, when positive, lets Go return as soon as its task is queued
-	// behind at most Queue others waiting for a worker, instead of waiting
-	// for a free worker: submitters then run ahead of the workers, which
-	// drain the queue without a hand-off per task. The limiter is then passed
-	// by the worker, right before the task starts (so the bound on task
-	// starts holds the same), and a task that cannot start (the limiter
-	// refused, or Close came first) does not run: its error is reported by
-	// Wait instead of by Go. With PerKey, a worker waiting for a busy key's
-	// limiter holds up the queue behind it, so leave Queue at 0 there.
+	// Queue caps the tasks waiting to start, so memory stays bounded.
+	//
+	// For Go: when positive, Go returns as soon as its task is queued behind
+	// at most Queue others waiting for a worker, instead of waiting for a
+	// free worker: submitters then run ahead of the workers, which drain the
+	// queue without a hand-off per task. The limiter is then passed by the
+	// worker, right before the task starts (so the bound on task starts
+	// holds the same), and a task that cannot start (the limiter refused, or
+	// Close came first) does not run: its error is reported by Wait instead
+	// of by Go.
+	//
+	// For GoKey, which always queues, it is the most keyed tasks waiting in
+	// their keys' queues; 0 means DefaultKeyQueue. GoKey waits only while
+	// the cap is reached.
 	Queue int
 	// FirstError makes Wait return only the first error a task returned.
 	// By default Wait returns errors.Join of all of them, in the order the
 	// tasks returned.
 	FirstError bool
 }
+
+// DefaultKeyQueue is the cap on keyed tasks waiting to start when
+// Options.Queue is 0.
+const DefaultKeyQueue = 1024
 
 // PanicError is the error of a task that panicked: the pool recovers the
 // panic, so the process does not crash and Wait still returns.
@@ -102,6 +109,7 @@ type Pool struct {
 	queued        bool  // Queue > 0: workers pass the limiter
 	lim           limiter.Limiter
 	perKey        func(string) limiter.Limiter
+	keyCap        int // the most keyed tasks waiting
 	cancelOnError bool
 	firstError    bool
 
@@ -126,6 +134,8 @@ type Pool struct {
 	idle     chan struct{} // closed once closed and nothing pending
 	idleOnce sync.Once
 
+	keys keySched // GoKey's queues, one per key with work
+
 	mu     sync.Mutex
 	errs   []error
 	result error
@@ -136,8 +146,7 @@ const (
 	activeMask = 1<<24 - 1
 	pendingOne = 1 << 24
 	closedBit  = 1 << 62
-	// MaxWorkers is the largest Options.Workers.
-	MaxWorkers = activeMask
+	maxWorkers = activeMask // the largest Workers + Queue
 )
 
 type job struct {
@@ -146,15 +155,16 @@ type job struct {
 	lim   limiter.Limiter // with Queue: the limiter the worker must pass first
 }
 
-// New returns a Pool, or an error if Options.Workers is less than 1.
-// Worker goroutines start as tasks need them, up to Workers; Wait or Close
-// ends them.
+// New returns a Pool, or an *limiter.OptionError naming the field if
+// Options.Workers is less than 1 or Options.Queue is negative (or either
+// is too large to count). Worker goroutines start as tasks need them, up to
+// Workers; Wait or Close ends them.
 func New(opts Options) (*Pool, error) {
-	if opts.Workers < 1 || opts.Workers > MaxWorkers {
-		return nil, fmt.Errorf("%w: Workers is %d, must be from 1 to %d", ErrInvalidOptions, opts.Workers, MaxWorkers)
+	if opts.Workers < 1 || opts.Workers > maxWorkers {
+		return nil, &limiter.OptionError{Field: "Workers", Problem: fmt.Sprintf("is %d, must be from 1 to %d", opts.Workers, maxWorkers)}
 	}
-	if opts.Queue < 0 || opts.Queue > MaxWorkers-opts.Workers {
-		return nil, fmt.Errorf("%w: Queue is %d, must be from 0 to %d (MaxWorkers - Workers)", ErrInvalidOptions, opts.Queue, MaxWorkers-opts.Workers)
+	if opts.Queue < 0 || opts.Queue > maxWorkers-opts.Workers {
+		return nil, &limiter.OptionError{Field: "Queue", Problem: fmt.Sprintf("is %d, must be from 0 to %d less Workers", opts.Queue, maxWorkers)}
 	}
 	parent := opts.Context
 	if parent == nil {
@@ -166,6 +176,7 @@ func New(opts Options) (*Pool, error) {
 		queued:        opts.Queue > 0,
 		lim:           opts.Limiter,
 		perKey:        opts.PerKey,
+		keyCap:        cmp.Or(opts.Queue, DefaultKeyQueue),
 		cancelOnError: opts.CancelOnError,
 		firstError:    opts.FirstError,
 		wake:          make(chan struct{}, 1),
@@ -191,16 +202,20 @@ func New(opts Options) (*Pool, error) {
 // Go never waits on its own for anything but the pool: a caller that wants
 // to give up waiting uses GoContext. Do not call Go from inside a task of the
 // same pool when every worker may be busy: it waits for a worker that only
-// its own return would free.
+// its own return would free. For tasks with a key (a host), GoKey does not
+// wait for a worker at all.
 func (p *Pool) Go(task func(ctx context.Context) error) error {
-	return p.submit(nil, p.lim, false, task)
+	return p.submit(context.Background(), p.lim, false, task)
 }
 
 // GoContext is Go with a context for the wait: when ctx ends before the task
 // could start, GoContext returns ctx's error (errors.Is(err, ctx.Err())) and
 // the task never runs. ctx only bounds the wait; the task gets the pool's
-// context.
+// context. A nil ctx panics.
 func (p *Pool) GoContext(ctx context.Context, task func(ctx context.Context) error) error {
+	if ctx == nil {
+		panic("pool: nil Context")
+	}
 	return p.submit(ctx, p.lim, false, task)
 }
 
@@ -211,52 +226,42 @@ func (p *Pool) GoContext(ctx context.Context, task func(ctx context.Context) err
 // task if the queue has room (ErrBusy when full) and leaves the limiter to
 // the worker.
 func (p *Pool) TryGo(task func(ctx context.Context) error) error {
-	return p.submit(nil, p.lim, true, task)
+	return p.submit(context.Background(), p.lim, true, task)
 }
 
-// GoKey is GoContext for a task with a key (a host, a tenant): the task
-// starts once a worker is free and Options.Limiter and Options.PerKey(key)
-// both grant a permit at the same instant. ctx may be nil, which is
-// Go's waiting. It fails with ErrNoPerKey if the pool has no PerKey.
-//
-// Unlike Go, GoKey allocates: PerKey's limiter (one allocation for
-// Keyed.For) and, with Options.Limiter, their limiter.Chain (four more);
-// measured, about 750 ns and 200 bytes per trivial task against Go's 360 ns
-// and none. That is nothing next to the network request a keyed task
-// usually makes.
-func (p *Pool) GoKey(ctx context.Context, key string, task func(ctx context.Context) error) error {
-	lim, err := p.keyLimiter(key)
-	if err != nil {
-		return err
-	}
-	return p.submit(ctx, lim, false, task)
-}
-
-// TryGoKey is TryGo for a task with a key; see GoKey.
+// TryGoKey starts task with a key only if a worker is free and both
+// Options.Limiter and Options.PerKey(key) grant a permit now; it never waits
+// and never queues. Like TryGo it returns ErrBusy or the refusal
+// (limiter.ErrLimited), also while tasks of the same key wait in its queue:
+// it does not jump them.
 func (p *Pool) TryGoKey(key string, task func(ctx context.Context) error) error {
-	lim, err := p.keyLimiter(key)
-	if err != nil {
-		return err
+	if task == nil {
+		return ErrNilTask
 	}
-	return p.submit(nil, lim, true, task)
+	if p.keys.waiting(key) {
+		return fmt.Errorf("pool: tasks of key %q are waiting: %w", key, limiter.ErrLimited)
+	}
+	return p.submit(context.Background(), p.keyLimiter(key), true, task)
 }
 
-func (p *Pool) keyLimiter(key string) (limiter.Limiter, error) {
-	if p.perKey == nil {
-		return nil, ErrNoPerKey
+// keyLimiter is what a task of key must pass: Options.Limiter chained with
+// PerKey(key), either alone, or nil for no limit.
+func (p *Pool) keyLimiter(key string) limiter.Limiter {
+	var kl limiter.Limiter
+	if p.perKey != nil {
+		kl = p.perKey(key)
 	}
-	kl := p.perKey(key)
-	if kl == nil {
-		return nil, fmt.Errorf("%w: key %q", ErrNoPerKey, key)
+	switch {
+	case kl == nil:
+		return p.lim
+	case p.lim == nil:
+		return kl
 	}
-	if p.lim == nil {
-		return kl, nil
-	}
-	return limiter.Chain(p.lim, kl), nil
+	return limiter.Chain(p.lim, kl)
 }
 
-// submit reserves a worker, passes lim, and hands task over. ctx == nil
-// waits on the pool's life alone.
+// submit reserves a worker, passes lim, and hands task over. A ctx that is
+// never done (context.Background) waits on the pool's life alone.
 func (p *Pool) submit(ctx context.Context, lim limiter.Limiter, try bool, task func(context.Context) error) error {
 	if task == nil {
 		return ErrNilTask
@@ -295,7 +300,7 @@ func (p *Pool) submitEntered(ctx context.Context, lim limiter.Limiter, try, rese
 		}
 		return p.lifeErr()
 	}
-	if ctx != nil && ctx.Err() != nil { // ended before the task could start
+	if ctx.Err() != nil { // ended before the task could start
 		if reserved {
 			p.unreserve()
 		}
@@ -327,7 +332,7 @@ func (p *Pool) submitEntered(ctx context.Context, lim limiter.Limiter, try, rese
 
 // pass takes one permit from lim, waiting unless try.
 func (p *Pool) pass(ctx context.Context, lim limiter.Limiter, try bool) (limiter.Lease, error) {
-	if try || ctx != nil {
+	if try || ctx.Done() != nil {
 		lease := lim.TryAcquire(1)
 		if lease.Granted() {
 			return lease, nil
@@ -395,10 +400,13 @@ func (p *Pool) spawn(n int64) {
 	}
 }
 
-// unreserve gives a slot back and wakes a parked Go.
+// unreserve gives a slot back and wakes a parked Go or a ready key.
 func (p *Pool) unreserve() {
 	p.state.Add(-1)
 	p.wakeWaiter()
+	if p.keys.nready.Load() > 0 {
+		p.dispatch()
+	}
 }
 
 // wakeWaiter wakes a Go call parked for a slot, if there is one.
@@ -425,10 +433,7 @@ func (p *Pool) waitSlot(ctx context.Context) error {
 			runtime.Gosched()
 		}
 	}
-	var done <-chan struct{}
-	if ctx != nil {
-		done = ctx.Done()
-	}
+	done := ctx.Done() // nil, blocking forever, for context.Background
 	p.waiters.Add(1)
 	defer p.waiters.Add(-1)
 	for {
@@ -553,6 +558,9 @@ func (p *Pool) done(j job, err error) {
 		p.finish()
 	}
 	p.wakeWaiter()
+	if p.keys.nready.Load() > 0 {
+		p.dispatch()
+	}
 }
 
 // record keeps a task's error and, with CancelOnError, ends the tasks'
@@ -606,6 +614,7 @@ func (p *Pool) finish() {
 func (p *Pool) Wait() error {
 	p.shut()
 	<-p.idle
+	p.keys.stopWatch(p)
 	p.workWG.Wait()
 	p.endTasks(context.Canceled)
 	p.endLife(context.Canceled) // let go of Options.Context
@@ -632,6 +641,7 @@ func (p *Pool) Wait() error {
 func (p *Pool) Close() error {
 	p.closedErr.Store(true)
 	p.endLife(ErrClosed)
+	p.drainKeys()
 	p.shut()
 	<-p.idle
 	p.workWG.Wait()
