@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -170,57 +171,10 @@ func (b *base) acquire(ctx context.Context, n int) (Lease, error) {
 		return b.reject(reasonInvalid, 0), b.requestErr(reasonInvalid, n)
 	}
 	b.mu.Lock()
-	// Under the lock: SetLimit changes a window's limit under it, and a
-	// request that a lowered limit made impossible must fail here rather
-	// than queue after SetLimit's kick and wait forever.
-	if int64(n) > b.pol.maxRequest() {
-		err := b.requestErr(reasonExceeds, n)
-		b.mu.Unlock()
-		return b.reject(reasonExceeds, 0), err
-	}
-	if err := ctx.Err(); err != nil {
-		b.mu.Unlock()
-		b.rejected.Add(1)
-		return ctxDenied(err), err
-	}
-	if b.closed {
-		b.mu.Unlock()
-		return b.reject(reasonClosed, 0), ErrClosed
-	}
 	now := b.now()
-	if b.nwait == 0 || b.q.Order == NewestFirst || b.wakeAt >= 0 {
-		var ok bool
-		retry := b.wakeAt - now
-		if b.nwait == 0 || b.q.Order == NewestFirst {
-			// Nobody waits, or the newcomer would head a NewestFirst queue
-			// and be served first: it may take now (pushing out nobody), and
-			// its wait is its own.
-			ok, retry = b.pol.take(now, n)
-			if ok {
-				b.mu.Unlock()
-				return b.grantAt(n, now), nil
-			}
-		}
-		if err := pastDeadline(ctx, time.Duration(retry)); err != nil {
-			b.mu.Unlock()
-			return b.reject(reasonDeadline, retry), err
-		}
-	}
-	if lim := int64(b.q.Limit); lim > 0 {
-		if int64(n) > lim {
-			b.mu.Unlock()
-			return b.reject(reasonQueueFull, 0), fmt.Errorf("%w: %d permits asked, queue holds at most %d", ErrQueueFull, n, lim)
-		}
-		if b.q.Order == OldestFirst {
-			if b.qcost+max(int64(n), 1) > lim {
-				b.mu.Unlock()
-				return b.reject(reasonQueueFull, 0), ErrQueueFull
-			}
-		} else {
-			for b.qcost+max(int64(n), 1) > lim {
-				b.fail(b.tail, ErrQueueFull)
-			}
-		}
+	if l, decided, err := b.decideNow(ctx, n, now); decided {
+		b.mu.Unlock()
+		return l, err
 	}
 	// A waiter is allocated per wait (not pooled: its channel belongs to the
 	// synctest bubble, if any, that made it).
@@ -229,6 +183,80 @@ func (b *base) acquire(ctx context.Context, n int) (Lease, error) {
 	b.dispatch(now)
 	b.mu.Unlock()
 	return b.wait(ctx, w)
+}
+
+// decideNow decides, under b.mu, an Acquire of n >= 0 permits at now that
+// need not wait: refused at once (impossible, ctx done, closed, past its
+// deadline, queue full) or granted now. decided is false when the request
+// must wait in the queue, where there is room for it.
+func (b *base) decideNow(ctx context.Context, n int, now int64) (l Lease, decided bool, err error) {
+	// Under the lock: SetLimit changes a window's limit under it, and a
+	// request that a lowered limit made impossible must fail here rather
+	// than queue after SetLimit's kick and wait forever.
+	if int64(n) > b.pol.maxRequest() {
+		return b.reject(reasonExceeds, 0), true, b.requestErr(reasonExceeds, n)
+	}
+	if err := ctx.Err(); err != nil {
+		b.rejected.Add(1)
+		return ctxDenied(err), true, err
+	}
+	if b.closed {
+		return b.reject(reasonClosed, 0), true, ErrClosed
+	}
+	if l, ok, err := b.takeNow(ctx, n, now); ok || err != nil {
+		return l, true, err
+	}
+	if err := b.makeRoom(n); err != nil {
+		return b.reject(reasonQueueFull, 0), true, err
+	}
+	return Lease{}, false, nil
+}
+
+// takeNow grants n permits at now when the request may be served ahead of
+// the queue: nobody waits, or it would head a NewestFirst queue and be
+// served first (pushing out nobody), so its wait is its own. Otherwise, or
+// when the state refuses, it fails the request with an error wrapping
+// context.DeadlineExceeded if the wait it knows of would end after ctx's
+// deadline.
+func (b *base) takeNow(ctx context.Context, n int, now int64) (l Lease, ok bool, err error) {
+	first := b.nwait == 0 || b.q.Order == NewestFirst
+	if !first && b.wakeAt < 0 {
+		return Lease{}, false, nil // the queue's wait is not known
+	}
+	retry := b.wakeAt - now
+	if first {
+		if ok, retry = b.pol.take(now, n); ok {
+			return b.grantAt(n, now), true, nil
+		}
+	}
+	if err := pastDeadline(ctx, time.Duration(retry)); err != nil {
+		return b.reject(reasonDeadline, retry), false, err
+	}
+	return Lease{}, false, nil
+}
+
+// makeRoom makes room in the queue for a waiter of n permits, or returns an
+// error wrapping ErrQueueFull. Queue.Limit caps the permits queued (a
+// zero-permit waiter counting one); with no cap the queue still holds at
+// most MaxInt64, so that its count cannot wrap. OldestFirst refuses the
+// newcomer; NewestFirst fails the oldest waiters until it fits.
+func (b *base) makeRoom(n int) error {
+	lim := int64(b.q.Limit)
+	if lim == 0 {
+		lim = math.MaxInt64
+	} else if int64(n) > lim {
+		return fmt.Errorf("%w: %d permits asked, queue holds at most %d", ErrQueueFull, n, lim)
+	}
+	cost := max(int64(n), 1)
+	// cost > lim-qcost, not qcost+cost > lim: the sum wraps for a cap near
+	// MaxInt. cost <= lim, so the loop ends with the queue empty at worst.
+	for cost > lim-b.qcost {
+		if b.q.Order == OldestFirst {
+			return ErrQueueFull
+		}
+		b.fail(b.tail, ErrQueueFull)
+	}
+	return nil
 }
 
 // pastDeadline returns an error wrapping context.DeadlineExceeded when a
