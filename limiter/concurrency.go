@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	"sync/atomic"
-	"time"
 )
 
 // ConcurrencyOptions configures NewConcurrency.
@@ -155,12 +154,6 @@ func (c *Concurrency) capOverRelease() {
 	c.mu.Lock()
 	c.p.capAtLimit()
 	c.mu.Unlock()
-}
-
-// refund gives back a chain's untaken permits: they were never granted.
-func (c *Concurrency) refund(n int, _ time.Time) {
-	c.granted.Add(-1)
-	c.ReleasePermits(n)
 }
 
 // Limit returns the current limit.

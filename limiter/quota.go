@@ -77,37 +77,6 @@ func (g *gcra) quota(now int64) Quota {
 	return Quota{Limit: c.burst, Window: time.Duration(window), Remaining: (c.tol - debt) / c.d, Reset: reset}
 }
 
-func (p *fixedWindow) quota(now int64) Quota {
-	p.roll(now)
-	q := Quota{Limit: p.limit, Window: time.Duration(p.window), Remaining: p.limit - p.count}
-	if p.count > 0 {
-		q.Reset = time.Duration((p.win+1)*p.window - now)
-	}
-	return q
-}
-
-func (p *slidingWindow) quota(now int64) Quota {
-	p.roll(now)
-	q := Quota{Limit: p.limit, Window: time.Duration(p.window), Remaining: p.limit - p.total}
-	// All is back when the newest segment holding a grant leaves the window.
-	for i := int64(0); i < p.segs && p.total > 0; i++ {
-		if j := p.cur - i; j >= 0 && p.counts[j%p.segs] != 0 {
-			q.Reset = time.Duration(p.segStart(j+p.segs) - now)
-			break
-		}
-	}
-	return q
-}
-
-func (p *slidingLog) quota(now int64) Quota {
-	p.expire(now)
-	q := Quota{Limit: p.limit, Window: time.Duration(p.window), Remaining: p.limit - p.total}
-	if p.size > 0 {
-		q.Reset = time.Duration(p.at(p.size-1).at + p.window - now)
-	}
-	return q
-}
-
 func (p *concurrency) quota(int64) Quota {
 	return Quota{Limit: p.limit.Load(), Remaining: p.avail.Load()}
 }

@@ -19,8 +19,10 @@ type SlidingLogOptions struct {
 // and size) for the last Window and grants a request only if the log plus
 // the request holds at most Limit permits. There is no burst at a window
 // edge and no rounding: at every instant t, the permits granted in
-// (t-Window, t] number at most Limit. Memory grows with the number of
-// grants in a window (16 bytes each, at most Limit entries).
+// (t-Window, t] number at most Limit. Memory follows the grants of the last
+// Window: 16 bytes per instant at which permits were granted (at most Limit
+// entries), given back as they leave the window. A decision costs a binary
+// search of the log, not a walk through it.
 //
 // With saturating demand it grants exactly at the bound: a log of 2 per
 // second serving a loop whose body takes 250 ms starts the body at 0, 250,
@@ -32,13 +34,9 @@ type SlidingLog struct {
 	p slidingLog
 }
 
-type logEntry struct{ at, n int64 }
-
 type slidingLog struct {
 	limit, window int64
-	ents          []logEntry // ring buffer, oldest at head
-	head, size    int
-	total         int64
+	log           grantLog // keyed by the instant of the grants
 }
 
 // NewSlidingLog returns a strict sliding-log limiter, or an *OptionError
@@ -58,85 +56,54 @@ func NewSlidingLog(opts SlidingLogOptions) (*SlidingLog, error) {
 	return s, nil
 }
 
-func (p *slidingLog) at(i int) *logEntry { return &p.ents[(p.head+i)%len(p.ents)] }
-
-func (p *slidingLog) expire(now int64) {
-	for p.size > 0 {
-		e := p.at(0)
-		if e.at+p.window > now {
-			return
-		}
-		p.total -= e.n
-		p.head = (p.head + 1) % len(p.ents)
-		p.size--
-	}
-}
-
-func (p *slidingLog) push(now, n int64) {
-	if p.size > 0 {
-		if last := p.at(p.size - 1); last.at == now {
-			last.n += n
-			return
-		}
-	}
-	if p.size == len(p.ents) {
-		grown := make([]logEntry, max(2*len(p.ents), 8))
-		for i := range p.size {
-			grown[i] = *p.at(i)
-		}
-		p.ents, p.head = grown, 0
-	}
-	*p.at(p.size) = logEntry{at: now, n: n}
-	p.size++
-}
+// expire drops the grants made at or before now-window: they are out of
+// every window that ends after now. (now >= 0, so now-window cannot wrap,
+// where at+window could.)
+func (p *slidingLog) expire(now int64) { p.log.expire(now - p.window) }
 
 func (p *slidingLog) take(now int64, n int) (bool, int64) {
 	p.expire(now)
 	need := max(int64(n), 1)
-	if p.total+need <= p.limit {
-		if n > 0 {
-			p.push(now, int64(n))
-			p.total += int64(n)
-		}
+	free := p.limit - p.log.total() // negative after a lowered limit
+	if need <= free {
+		p.log.add(now, int64(n))
 		return true, 0
 	}
-	// The earliest instant at which enough of the oldest grants have left.
-	var gone int64
-	for i := range p.size {
-		e := p.at(i)
-		gone += e.n
-		if p.total-gone+need <= p.limit {
-			return false, e.at + p.window - now
-		}
+	if need > p.limit {
+		return false, -1 // only SetLimit can make room
 	}
-	return false, -1 // unreachable while need <= limit
+	// The earliest instant at which enough of the oldest grants have left.
+	at, ok := p.log.keyFreeing(uint64(need - free))
+	if !ok {
+		return false, -1 // unreachable while need <= limit
+	}
+	return false, waitUntil(now, at, p.window)
 }
 
 // untake exactly undoes a successful take(now, n) made under the same hold
 // of base.mu with nothing in between: take merged the grant into the newest
 // entry, so the permits come out of it, and the entry goes if that empties it.
-func (p *slidingLog) untake(_ int64, n int) {
-	if n == 0 {
-		return
-	}
-	last := p.at(p.size - 1)
-	last.n -= int64(n)
-	p.total -= int64(n)
-	if last.n == 0 {
-		p.size--
-	}
-}
+func (p *slidingLog) untake(_ int64, n int) { p.log.untake(int64(n)) }
 
 func (p *slidingLog) maxRequest() int64 { return p.limit }
 
 func (p *slidingLog) available(now int64) int64 {
 	p.expire(now)
-	return p.limit - p.total
+	return p.limit - p.log.total()
 }
 
 func (p *slidingLog) idle(now int64) bool {
 	p.expire(now)
-	return p.total == 0
+	return p.log.total() == 0
+}
+
+func (p *slidingLog) quota(now int64) Quota {
+	p.expire(now)
+	q := Quota{Limit: p.limit, Window: time.Duration(p.window), Remaining: p.limit - p.log.total()}
+	if at, _, ok := p.log.newest(); ok {
+		q.Reset = time.Duration(waitUntil(now, at, p.window))
+	}
+	return q
 }
 
 // TryAcquire takes n permits if the log has room for them now and nobody waits.
@@ -173,24 +140,3 @@ func (s *SlidingLog) Stats() Stats { return s.stats() }
 // Close fails every waiting Acquire with ErrClosed; later acquisitions fail
 // with ErrClosed too. It returns nil, also when called again.
 func (s *SlidingLog) Close() error { return s.close() }
-
-func (s *SlidingLog) refund(n int, since time.Time) {
-	s.mu.Lock()
-	from := s.instant(since) // the permits were taken in [from, now]
-	left := int64(n)
-	for i := s.p.size - 1; i >= 0 && left > 0; i-- {
-		e := s.p.at(i)
-		if e.at < from {
-			break
-		}
-		d := min(e.n, left)
-		e.n -= d
-		s.p.total -= d
-		left -= d
-	}
-	if left == 0 {
-		s.granted.Add(-1)
-	}
-	s.mu.Unlock()
-	s.kick()
-}

@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"math"
 	"time"
 )
 
@@ -71,11 +72,37 @@ func (p *fixedWindow) roll(now int64) {
 
 func (p *fixedWindow) take(now int64, n int) (bool, int64) {
 	p.roll(now)
-	if p.count+max(int64(n), 1) <= p.limit {
+	// need <= limit-count, not count+need <= limit: that sum wraps for a
+	// limit near MaxInt.
+	if max(int64(n), 1) <= p.limit-p.count {
 		p.count += int64(n)
 		return true, 0
 	}
-	return false, (p.win+1)*p.window - now
+	return false, p.untilNext(now)
+}
+
+// untilNext returns the wait from now until the next window starts.
+func (p *fixedWindow) untilNext(now int64) int64 {
+	return waitUntil(now, p.win*p.window, p.window)
+}
+
+// waitUntil returns the wait from now until from+d (from <= now, d > 0),
+// saturated so that now plus the wait is at most MaxInt64: an instant
+// beyond the clock's range is never reached, and must not wrap into the past.
+func waitUntil(now, from, d int64) int64 {
+	if from > math.MaxInt64-d {
+		return math.MaxInt64 - now
+	}
+	return from + d - now
+}
+
+func (p *fixedWindow) quota(now int64) Quota {
+	p.roll(now)
+	q := Quota{Limit: p.limit, Window: time.Duration(p.window), Remaining: p.limit - p.count}
+	if p.count > 0 {
+		q.Reset = time.Duration(p.untilNext(now))
+	}
+	return q
 }
 
 // untake exactly undoes a successful take(now, n) made under the same hold
@@ -129,21 +156,6 @@ func (f *FixedWindow) Stats() Stats { return f.stats() }
 // with ErrClosed too. It returns nil, also when called again.
 func (f *FixedWindow) Close() error { return f.close() }
 
-func (f *FixedWindow) refund(n int, since time.Time) {
-	f.mu.Lock()
-	f.p.roll(f.now())
-	// The permits were taken in [since, now]: in the current window if since is.
-	ok := max(f.instant(since), 0)/f.p.window == f.p.win && f.p.count >= int64(n)
-	if ok {
-		f.p.count -= int64(n)
-		f.granted.Add(-1)
-	}
-	f.mu.Unlock()
-	if ok {
-		f.kick()
-	}
-}
-
 // SlidingWindowOptions configures NewSlidingWindow.
 type SlidingWindowOptions struct {
 	// Limit is the most permits granted in any Segments consecutive segments.
@@ -152,8 +164,10 @@ type SlidingWindowOptions struct {
 	Window time.Duration
 	// Segments is the number of segments the window is divided into; the
 	// window slides one segment at a time. 1 makes a fixed window; more
-	// segments cost memory (8 bytes each) and bring the bound closer to
-	// "any window". At most 1<<20, and at most Window in nanoseconds.
+	// segments bring the bound closer to "any window". Memory follows the
+	// segments that hold grants (16 bytes each), not Segments, and a decision
+	// costs a binary search of them. At most 1<<20, and at most Window in
+	// nanoseconds.
 	Segments int
 	// Queue configures Acquire's waiting.
 	Queue QueueOptions
@@ -175,8 +189,7 @@ type SlidingWindow struct {
 
 type slidingWindow struct {
 	limit, window, segs int64
-	counts              []int64
-	cur, total          int64
+	log                 grantLog // keyed by segment: the segments holding grants
 }
 
 // NewSlidingWindow returns a segmented sliding-window limiter, or an
@@ -199,78 +212,85 @@ func NewSlidingWindow(opts SlidingWindowOptions) (*SlidingWindow, error) {
 	}
 	s := &SlidingWindow{p: slidingWindow{
 		limit: int64(opts.Limit), window: int64(opts.Window), segs: int64(opts.Segments),
-		counts: make([]int64, opts.Segments),
 	}}
 	s.init(&s.p, nil, opts.Queue)
 	return s, nil
 }
 
+// segOf returns the segment holding instant t >= 0: floor(t·segs/window),
+// which is at most t since segs <= window, so it fits.
 func (p *slidingWindow) segOf(t int64) int64 {
 	j, _ := mulDiv(t, p.segs, p.window)
 	return j
 }
 
-func (p *slidingWindow) segStart(j int64) int64 {
-	t, _ := mulDivCeil(j, p.window, p.segs)
+// leaves returns the instant at which segment j leaves the window: the
+// start of segment j+segs, ⌈(j+segs)·window/segs⌉, or MaxInt64 when that is
+// beyond the clock's range.
+func (p *slidingWindow) leaves(j int64) int64 {
+	if j > math.MaxInt64-p.segs {
+		return math.MaxInt64
+	}
+	t, ok := mulDivCeil(j+p.segs, p.window, p.segs)
+	if !ok {
+		return math.MaxInt64
+	}
 	return t
 }
 
-func (p *slidingWindow) roll(now int64) {
-	j := p.segOf(max(now, 0))
-	if j <= p.cur {
-		return
-	}
-	if j-p.cur >= p.segs {
-		clear(p.counts)
-		p.total = 0
-	} else {
-		for i := p.cur + 1; i <= j; i++ {
-			p.total -= p.counts[i%p.segs]
-			p.counts[i%p.segs] = 0
-		}
-	}
-	p.cur = j
+// roll drops the segments that have left the window and returns the
+// current segment.
+func (p *slidingWindow) roll(now int64) int64 {
+	cur := p.segOf(max(now, 0))
+	p.log.expire(cur - p.segs)
+	return cur
 }
 
 func (p *slidingWindow) take(now int64, n int) (bool, int64) {
-	p.roll(now)
+	cur := p.roll(now)
 	need := max(int64(n), 1)
-	if p.total+need <= p.limit {
-		p.counts[p.cur%p.segs] += int64(n)
-		p.total += int64(n)
+	free := p.limit - p.log.total() // negative after a lowered limit
+	if need <= free {
+		p.log.add(cur, int64(n))
 		return true, 0
 	}
-	// At the start of segment cur+i, segment cur+i-segs leaves the window.
-	var gone int64
-	for i := int64(1); i <= p.segs; i++ {
-		if old := p.cur + i - p.segs; old >= 0 {
-			gone += p.counts[old%p.segs]
-		}
-		if p.total-gone+need <= p.limit {
-			return false, p.segStart(p.cur+i) - now
-		}
+	if need > p.limit {
+		return false, -1 // only SetLimit can make room
 	}
-	return false, p.segStart(p.cur+p.segs) - now
+	// Segments leave oldest first: the request fits once the oldest
+	// segment that, with those before it, holds need-free permits has left.
+	j, ok := p.log.keyFreeing(uint64(need - free))
+	if !ok {
+		return false, -1 // unreachable while need <= limit
+	}
+	return false, p.leaves(j) - now
 }
 
 // untake exactly undoes a successful take(now, n) made under the same hold
 // of base.mu with nothing in between: the permits come out of the current
 // segment, where take put them.
-func (p *slidingWindow) untake(_ int64, n int) {
-	p.counts[p.cur%p.segs] -= int64(n)
-	p.total -= int64(n)
-}
+func (p *slidingWindow) untake(_ int64, n int) { p.log.untake(int64(n)) }
 
 func (p *slidingWindow) maxRequest() int64 { return p.limit }
 
 func (p *slidingWindow) available(now int64) int64 {
 	p.roll(now)
-	return p.limit - p.total
+	return p.limit - p.log.total()
 }
 
 func (p *slidingWindow) idle(now int64) bool {
 	p.roll(now)
-	return p.total == 0
+	return p.log.total() == 0
+}
+
+func (p *slidingWindow) quota(now int64) Quota {
+	p.roll(now)
+	q := Quota{Limit: p.limit, Window: time.Duration(p.window), Remaining: p.limit - p.log.total()}
+	// All is back when the newest segment holding a grant leaves the window.
+	if j, _, ok := p.log.newest(); ok {
+		q.Reset = time.Duration(p.leaves(j) - now)
+	}
+	return q
 }
 
 // TryAcquire takes n permits if the window has room and nobody waits.
@@ -307,20 +327,3 @@ func (s *SlidingWindow) Stats() Stats { return s.stats() }
 // Close fails every waiting Acquire with ErrClosed; later acquisitions fail
 // with ErrClosed too. It returns nil, also when called again.
 func (s *SlidingWindow) Close() error { return s.close() }
-
-func (s *SlidingWindow) refund(n int, since time.Time) {
-	s.mu.Lock()
-	s.p.roll(s.now())
-	i := s.p.cur % s.p.segs
-	// The permits were taken in [since, now]: in the current segment if since is.
-	ok := s.p.segOf(max(s.instant(since), 0)) == s.p.cur && s.p.counts[i] >= int64(n)
-	if ok {
-		s.p.counts[i] -= int64(n)
-		s.p.total -= int64(n)
-		s.granted.Add(-1)
-	}
-	s.mu.Unlock()
-	if ok {
-		s.kick()
-	}
-}

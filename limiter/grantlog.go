@@ -1,0 +1,151 @@
+package limiter
+
+// grantLog is the memory of the windows that slide: SlidingLog keys its
+// grants by instant, SlidingWindow by segment. It keeps one entry per key
+// that holds grants, oldest first, in a ring buffer that grows when full and
+// shrinks when at most a quarter full, so its memory follows the live
+// entries, not the largest number it ever held.
+//
+// Each entry stores the cumulative count of the permits granted through it
+// since the log began, not its own count. The permits in the log are then a
+// difference, and the question a refused request asks (when have enough of
+// the oldest grants left for it to fit?) is a binary search: no decision
+// walks the log. Cumulative counts are kept modulo 2^64: their differences
+// are exact as long as the permits in the log fit in an int64, which the
+// limit guarantees.
+type grantLog struct {
+	ents       []grantEntry // ring buffer; its length is 0 or a power of two
+	head, size int
+	gone       uint64 // cumulative count before the oldest entry
+	sum        uint64 // cumulative count through the newest entry
+}
+
+type grantEntry struct {
+	key int64  // the instant or segment of the grants; strictly increasing
+	cum uint64 // permits granted through this entry since the log began
+}
+
+// minLogCap is the smallest ring a log that holds entries keeps.
+const minLogCap = 8
+
+// total returns the permits in the log.
+func (l *grantLog) total() int64 { return int64(l.sum - l.gone) }
+
+func (l *grantLog) at(i int) *grantEntry { return &l.ents[(l.head+i)&(len(l.ents)-1)] }
+
+// before returns the cumulative count before entry i.
+func (l *grantLog) before(i int) uint64 {
+	if i == 0 {
+		return l.gone
+	}
+	return l.at(i - 1).cum
+}
+
+// add records n permits at key. A key at or before the newest one's counts
+// as the newest: the grants merge into one entry, and, if the key was
+// earlier, are kept later than they were made, on the safe side.
+func (l *grantLog) add(key, n int64) {
+	if n <= 0 {
+		return
+	}
+	l.sum += uint64(n)
+	if l.size > 0 {
+		if last := l.at(l.size - 1); key <= last.key {
+			last.cum = l.sum
+			return
+		}
+	}
+	if l.size == len(l.ents) {
+		l.resize(max(2*len(l.ents), minLogCap))
+	}
+	*l.at(l.size) = grantEntry{key: key, cum: l.sum}
+	l.size++
+}
+
+// newest returns the newest entry's key and permits; ok is false when the
+// log is empty.
+func (l *grantLog) newest() (key, n int64, ok bool) {
+	if l.size == 0 {
+		return 0, 0, false
+	}
+	last := l.at(l.size - 1)
+	return last.key, int64(last.cum - l.before(l.size-1)), true
+}
+
+// untake takes n permits (at most the newest entry's) back out of the
+// newest entry, dropping the entry when that empties it.
+func (l *grantLog) untake(n int64) {
+	if n <= 0 || l.size == 0 {
+		return
+	}
+	last := l.at(l.size - 1)
+	last.cum -= uint64(n)
+	l.sum -= uint64(n)
+	if last.cum == l.before(l.size-1) {
+		l.size--
+		l.shrink()
+	}
+}
+
+// expire drops the entries whose key is at most upTo.
+func (l *grantLog) expire(upTo int64) {
+	lo, hi := 0, l.size // the first entry with key > upTo is in [lo, hi]
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if l.at(mid).key > upTo {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	if lo == 0 {
+		return
+	}
+	l.gone = l.at(lo - 1).cum
+	l.head = (l.head + lo) & (len(l.ents) - 1)
+	l.size -= lo
+	l.shrink()
+}
+
+// keyFreeing returns the key of the oldest entry whose leaving, with every
+// entry older than it, takes at least excess permits out of the log; ok is
+// false when the whole log holds fewer.
+func (l *grantLog) keyFreeing(excess uint64) (key int64, ok bool) {
+	lo, hi := 0, l.size
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if l.at(mid).cum-l.gone >= excess {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	if lo == l.size {
+		return 0, false
+	}
+	return l.at(lo).key, true
+}
+
+// shrink halves the ring while it is at most a quarter full, down to
+// minLogCap. After a
+// shrink the ring is at least a quarter and at most half full, so growing
+// again takes as many entries as it held: a log whose size hovers around a
+// boundary does not reallocate at every grant.
+func (l *grantLog) shrink() {
+	c := len(l.ents)
+	for c > minLogCap && l.size <= c/4 {
+		c /= 2
+	}
+	if c < len(l.ents) {
+		l.resize(c)
+	}
+}
+
+// resize moves the entries into a ring of c >= size entries, c a power of two.
+func (l *grantLog) resize(c int) {
+	ents := make([]grantEntry, c)
+	for i := range l.size {
+		ents[i] = *l.at(i)
+	}
+	l.ents, l.head = ents, 0
+}
