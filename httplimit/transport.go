@@ -36,7 +36,7 @@ const DefaultMaxRetryWait = time.Minute
 //     draft-ietf-httpapi-ratelimit-headers): after r more requests to a
 //     host it sends no more to it until the effective window t has passed,
 //     then one, whose response says what the server allows next. Requests
-//     it has sent but that are not answered yet count against r.
+//     in flight when a response comes count against its r.
 //   - It retries a refused request (429 or 503 with Retry-After) up to
 //     Retries times, after waiting out the Retry-After, when the request
 //     can be replayed: its method is idempotent (GET, HEAD, OPTIONS, TRACE,
@@ -295,9 +295,10 @@ func (t *Transport) learn(host string, seq int64, resp *http.Response) {
 		}
 		return
 	}
-	// Requests sent after this one may not be counted in r yet.
+	// The requests still in flight, sent before or after this one, may not
+	// be counted in r yet.
 	h.known = true
-	h.budget = r - (h.sent - seq)
+	h.budget = r - int64(h.inflight)
 	h.until = now.Add(time.Duration(tsecs) * time.Second)
 }
 
