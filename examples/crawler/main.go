@@ -5,13 +5,18 @@
 // Run it with:
 //
 //	go run ./examples/crawler
+//	go run ./examples/crawler -hosts 5 -pages 20 -workers 4 -per-host 3
+//
+// (-h lists the flags; it takes no arguments.)
 //
 // The site is served by 3 httptest servers (each one a "host": a distinct
 // 127.0.0.1:port) that generate pages linking to other pages on the same host
 // and on the others. The crawler starts from one page and discovers the rest by
 // following links. Each fetch is a task on a pool.Pool with 8 workers whose
 // per-key limiter (pool.Options.PerKey) is a limiter.Keyed of sliding logs,
-// one per host. The servers record every request's arrival; at the end the
+// one per host: the crawl loop hands every page it discovers to
+// pool.Pool.GoKey, which returns at once, and a host at its limit holds back
+// only its own pages. The servers record every request's arrival; at the end the
 // program prints, per host, the pages fetched and the most requests that
 // arrived in any 1 s window, which never exceeds the limit. It exits with
 // status 1 if a bound was broken or a page was missed.
@@ -27,6 +32,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -37,8 +43,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/rategate/rategate/limiter"
 	"github.com/rategate/rategate/pool"
@@ -82,10 +86,64 @@ type result struct {
 }
 
 func main() {
-	if _, err := run(context.Background(), os.Stdout, defaultConfig); err != nil {
-		fmt.Fprintln(os.Stderr, "crawler:", err)
-		os.Exit(1)
+	os.Exit(cli(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// cli parses args, runs the crawl, and returns the exit status: 0 when every
+// page was fetched within the limits, 1 when not, 2 for bad arguments (0
+// for -h, which prints the usage).
+func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg := defaultConfig
+	fs := flag.NewFlagSet("crawler", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: crawler [flags]\n\n"+
+			"Crawls a local site of -hosts httptest servers with a pool of -workers,\n"+
+			"at most -per-host requests per host in any -window, and checks the\n"+
+			"servers' own records. It takes no arguments.\n\nFlags:\n")
+		fs.PrintDefaults()
 	}
+	fs.IntVar(&cfg.Hosts, "hosts", cfg.Hosts, "number of hosts (servers)")
+	fs.IntVar(&cfg.PagesPerHost, "pages", cfg.PagesPerHost, "pages on each host")
+	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "the pool's workers: requests in flight at once")
+	fs.IntVar(&cfg.PerHost, "per-host", cfg.PerHost, "most requests per host in any window")
+	fs.DurationVar(&cfg.Window, "window", cfg.Window, "the window measured at the servers")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "crawler: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return 2
+	}
+	if err := cfg.check(); err != nil {
+		fmt.Fprintln(stderr, "crawler:", err)
+		return 2
+	}
+	if _, err := run(ctx, stdout, cfg); err != nil {
+		fmt.Fprintln(stderr, "crawler:", err)
+		return 1
+	}
+	return 0
+}
+
+// check says which setting is out of range, if one is.
+func (c config) check() error {
+	for _, f := range []struct {
+		name string
+		ok   bool
+	}{
+		{"-hosts", c.Hosts >= 1}, {"-pages", c.PagesPerHost >= 1}, {"-workers", c.Workers >= 1},
+		{"-per-host", c.PerHost >= 1}, {"-window", c.Window > 0},
+	} {
+		if !f.ok {
+			return fmt.Errorf("%s must be positive", f.name)
+		}
+	}
+	return nil
 }
 
 // site is the servers and what they recorded.
@@ -166,8 +224,8 @@ func (s *site) close() {
 
 func run(ctx context.Context, w io.Writer, cfg config) (result, error) {
 	var res result
-	if cfg.Hosts < 1 || cfg.PagesPerHost < 1 {
-		return res, errors.New("need at least one host and one page")
+	if err := cfg.check(); err != nil {
+		return res, err
 	}
 	s := newSite(cfg)
 	defer s.close()
@@ -218,9 +276,9 @@ type fetched struct {
 }
 
 // crawl fetches root and every page reachable from it, each page once, on a
-// pool of cfg.Workers with a sliding log per host. Each host has one
-// submitter goroutine that hands its pages to the pool in discovery order, so
-// a host that is at its limit holds back only its own pages.
+// pool of cfg.Workers with a sliding log per host. Every page discovered is
+// handed to the pool with GoKey, which returns at once: a host at its limit
+// holds back only its own pages, in the pool's queue for that host.
 func crawl(ctx context.Context, client *http.Client, root string, cfg config) (int, error) {
 	hosts, err := limiter.NewKeyed(limiter.KeyedOptions[string]{New: func(string) (limiter.Limiter, error) {
 		return limiter.NewSlidingLog(limiter.SlidingLogOptions{Limit: cfg.PerHost, Window: cfg.Window + cfg.Margin})
@@ -238,51 +296,29 @@ func crawl(ctx context.Context, client *http.Client, root string, cfg config) (i
 	// Room for a report from every page: a fetch never blocks on it, even
 	// after the crawl loop has stopped receiving.
 	results := make(chan fetched, cfg.PagesPerHost*cfg.Hosts)
-	fetch := func(u string) func(context.Context) error {
-		return func(ctx context.Context) error {
-			links, err := fetchLinks(ctx, client, u)
-			results <- fetched{links, err}
-			return err
-		}
-	}
-
-	g, gctx := errgroup.WithContext(ctx)
-	queues := map[string]chan string{}
-	enqueue := func(u string) error {
+	submit := func(u string) error {
 		pu, err := url.Parse(u)
 		if err != nil {
 			return err
 		}
-		q, ok := queues[pu.Host]
-		if !ok {
-			// Room for every page: the crawl loop never blocks on a queue.
-			q = make(chan string, cfg.PagesPerHost*cfg.Hosts)
-			queues[pu.Host] = q
-			g.Go(func() error {
-				for u := range q {
-					if err := p.GoKey(gctx, pu.Host, fetch(u)); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
-		}
-		q <- u
-		return nil
+		return p.GoKey(ctx, pu.Host, func(ctx context.Context) error {
+			links, err := fetchLinks(ctx, client, u)
+			results <- fetched{links, err}
+			return nil // err is reported once, by the crawl loop
+		})
 	}
 
 	seen := map[string]bool{root: true}
 	outstanding, pages := 1, 0
 	var errs []error
-	if err := enqueue(root); err != nil {
+	if err := submit(root); err != nil {
 		return 0, err
 	}
-	for outstanding > 0 {
+	for outstanding > 0 && ctx.Err() == nil {
 		var f fetched
 		select {
 		case f = <-results:
-		case <-gctx.Done(): // a submitter failed: its pages will never report
-			outstanding = 0
+		case <-ctx.Done(): // the pages still queued will never report
 			continue
 		}
 		outstanding--
@@ -292,23 +328,20 @@ func crawl(ctx context.Context, client *http.Client, root string, cfg config) (i
 		}
 		pages++
 		for _, l := range f.links {
-			if !seen[l] {
-				seen[l] = true
-				outstanding++
-				if err := enqueue(l); err != nil {
-					errs = append(errs, err)
-					outstanding--
-				}
+			if seen[l] {
+				continue
+			}
+			seen[l] = true
+			outstanding++
+			if err := submit(l); err != nil {
+				errs = append(errs, err)
+				outstanding--
 			}
 		}
 	}
-	for _, q := range queues {
-		close(q)
-	}
-	if err := g.Wait(); err != nil {
+	if err := p.Wait(); err != nil { // the fetches' errors, and those of pages that never started
 		errs = append(errs, err)
 	}
-	p.Close() // fails nothing: every task has reported
 	return pages, errors.Join(errs...)
 }
 

@@ -122,3 +122,34 @@ func TestMaxInWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestCLI: -h prints the usage and exits 0; an unknown flag, an extra
+// argument or a bad value prints why and exits 2 without crawling; good
+// flags crawl and exit 0.
+func TestCLI(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		say  string // in stderr
+	}{
+		{[]string{"-h"}, 0, "Usage: crawler [flags]"},
+		{[]string{"-help"}, 0, "-per-host int"},
+		{[]string{"-bogus"}, 2, "flag provided but not defined: -bogus"},
+		{[]string{"extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"-hosts", "2", "more", "args"}, 2, `unexpected argument "more"`},
+		{[]string{"-workers", "many"}, 2, `invalid value "many" for flag -workers`},
+		{[]string{"-per-host", "0"}, 2, "-per-host must be positive"},
+		{[]string{"-window", "-1s"}, 2, "-window must be positive"},
+		{[]string{"-hosts", "2", "-pages", "3", "-per-host", "10", "-window", "200ms"}, 0, ""},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := cli(t.Context(), tc.args, &stdout, &stderr)
+		if code != tc.code || !strings.Contains(stderr.String(), tc.say) {
+			t.Errorf("crawler %q: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr.String(), tc.code, tc.say)
+		}
+		crawled := strings.Contains(stdout.String(), "Fetched")
+		if crawled != (tc.code == 0 && tc.say == "") {
+			t.Errorf("crawler %q: crawled %v; stdout %q", tc.args, crawled, stdout.String())
+		}
+	}
+}
