@@ -45,8 +45,13 @@ type Server struct {
 	dir  string
 }
 
-// ServerPath returns the path of redis-server, or "" when not installed.
+// ServerPath returns the path of redis-server, or "" when not installed
+// (or when the environment variable REDISTEST_EMBEDDED is set, which makes
+// the tests run against the embedded server as on a machine without Redis).
 func ServerPath() string {
+	if os.Getenv("REDISTEST_EMBEDDED") != "" {
+		return ""
+	}
 	p, err := exec.LookPath("redis-server")
 	if err != nil {
 		return ""

@@ -1,0 +1,442 @@
+package redislimit
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rategate/rategate/limiter"
+)
+
+// algorithm is what differs between this package's limiters: the script
+// and how its reply reads. Every script answers
+// {now, a, b, r1, …, rk}: now is Redis's clock (µs) at the decision, a and b
+// describe the limit's state for Quota, and ri is request i's outcome: 0
+// granted, > 0 refused with a wait the algorithm converts, -1 refused with
+// no known wait.
+type algorithm interface {
+	kind() string
+	suffixes() []string
+	script() *script
+	args() []any
+	maxPermits() int64
+	quota(a, b int64) limiter.Quota
+	retry(x int64) time.Duration
+}
+
+// maxBatch caps the requests coalesced into one script call.
+const maxBatch = 256
+
+// engine runs one limiter's decisions (or a keyed limiter's, for every
+// key): it coalesces concurrent decisions for one limit into one script
+// call, applies the error policy, and keeps the local counters.
+type engine struct {
+	o       Options
+	c       redis.UniversalClient
+	timeout time.Duration
+	alg     algorithm
+	static  []any
+	queue   limiter.QueueOptions
+	max     int64
+
+	done      chan struct{}
+	closeOnce sync.Once
+	closed    atomic.Bool
+
+	granted, rejected, queued, waiters atomic.Int64
+
+	mu      sync.Mutex
+	flights map[string]*flight // by hash tag: a decision is on its way
+
+	cc *ccState // NewConcurrency only
+}
+
+// flight is a script call on its way for one limit and the requests that
+// will go in the next one.
+type flight struct{ pending []*request }
+
+// request is one caller's decision: its script argument and, once the
+// flight is back, its result. A caller handed lead runs the next flight.
+type request struct {
+	arg  string
+	res  result
+	lead []*request
+	done chan struct{}
+}
+
+// result is a decision's outcome.
+type result struct {
+	granted bool
+	wait    time.Duration // refused: when to retry; < 0 unknown
+	now     int64         // Redis time of the decision, µs
+	quota   limiter.Quota
+	err     error
+}
+
+var requestPool = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
+
+func validQueue(q limiter.QueueOptions) error {
+	if q.Limit < 0 {
+		return optErr("Queue.Limit", "must not be negative, got %d", q.Limit)
+	}
+	if q.Order != limiter.OldestFirst && q.Order != limiter.NewestFirst {
+		return optErr("Queue.Order", "must be OldestFirst or NewestFirst, got %d", int(q.Order))
+	}
+	if q.Spin < 0 {
+		return optErr("Queue.Spin", "must not be negative, got %v", q.Spin)
+	}
+	return nil
+}
+
+func newEngine(o Options, alg algorithm, q limiter.QueueOptions) *engine {
+	return &engine{
+		o: o, c: boundedClient(o.Client, o.timeout()), timeout: o.timeout(),
+		alg: alg, static: alg.args(), queue: q, max: alg.maxPermits(),
+		done: make(chan struct{}), flights: make(map[string]*flight),
+	}
+}
+
+// handle is one limit of an engine: its hash tag, its Redis keys, and the
+// quota its last decision reported.
+type handle struct {
+	e    *engine
+	tag  string
+	keys []string
+
+	qmu  sync.Mutex
+	q    limiter.Quota
+	qnow int64     // Redis time of q
+	qat  time.Time // local time q arrived
+}
+
+func (e *engine) handle(sub string, keyed bool) *handle {
+	tag := hashTag(e.o.Key, sub, keyed)
+	sfx := e.alg.suffixes()
+	keys := make([]string, len(sfx))
+	for i, s := range sfx {
+		keys[i] = redisKey(e.alg.kind(), tag, s)
+	}
+	return &handle{e: e, tag: tag, keys: keys}
+}
+
+// decide gets one request decided, coalesced with the concurrent requests
+// for the same limit: the first caller runs the script call; those who come
+// while it is on its way wait and go together in the next call, run by the
+// first of them.
+func (e *engine) decide(h *handle, arg string) result {
+	r := requestPool.Get().(*request)
+	r.arg = arg
+	e.mu.Lock()
+	if f, busy := e.flights[h.tag]; busy {
+		f.pending = append(f.pending, r)
+		e.mu.Unlock()
+		<-r.done
+		if batch := r.lead; batch != nil {
+			r.lead = nil
+			e.fly(h, batch)
+		}
+	} else {
+		e.flights[h.tag] = &flight{}
+		e.mu.Unlock()
+		e.fly(h, []*request{r})
+	}
+	res := r.res
+	r.res = result{}
+	requestPool.Put(r)
+	return res
+}
+
+// fly runs batch (led by batch[0], the caller) as one script call, hands
+// the next batch to its first member, and wakes the others of batch.
+func (e *engine) fly(h *handle, batch []*request) {
+	e.call(h, batch)
+	e.mu.Lock()
+	f := e.flights[h.tag]
+	next := f.pending
+	if len(next) > maxBatch {
+		f.pending = append([]*request(nil), next[maxBatch:]...)
+		next = next[:maxBatch:maxBatch]
+	} else {
+		f.pending = nil
+	}
+	if len(next) == 0 {
+		delete(e.flights, h.tag)
+	}
+	e.mu.Unlock()
+	if len(next) > 0 {
+		next[0].lead = next
+		next[0].done <- struct{}{}
+	}
+	for _, r := range batch[1:] {
+		r.done <- struct{}{}
+	}
+}
+
+// call runs one script call for batch and stores every request's result.
+func (e *engine) call(h *handle, batch []*request) {
+	args := make([]any, 0, len(e.static)+len(batch))
+	args = append(args, e.static...)
+	for _, r := range batch {
+		args = append(args, r.arg)
+	}
+	v, err := roundTrip(context.Background(), e.c, e.timeout, e.alg.script(), h.keys, args...)
+	var vals []int64
+	if err == nil {
+		vals, err = ints(v, 3+len(batch))
+	}
+	if err != nil {
+		for _, r := range batch {
+			r.res = result{err: err}
+		}
+		return
+	}
+	q := e.alg.quota(vals[1], vals[2])
+	for i, r := range batch {
+		res := result{now: vals[0], quota: q}
+		switch x := vals[3+i]; {
+		case x == 0:
+			res.granted = true
+		case x < 0:
+			res.wait = -1
+		default:
+			res.wait = e.alg.retry(x)
+		}
+		r.res = res
+	}
+}
+
+// ints reads a script's reply: an array of n integers.
+func ints(v any, n int) ([]int64, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) != n {
+		return nil, unavailable(fmt.Errorf("redislimit: unexpected script reply %v", v))
+	}
+	out := make([]int64, n)
+	for i, x := range a {
+		if out[i], ok = x.(int64); !ok {
+			return nil, unavailable(fmt.Errorf("redislimit: unexpected script reply %v", v))
+		}
+	}
+	return out, nil
+}
+
+// setQuota keeps the quota of the newest decision.
+func (h *handle) setQuota(res result) {
+	h.qmu.Lock()
+	if res.now >= h.qnow {
+		h.q, h.qnow, h.qat = res.quota, res.now, time.Now()
+	}
+	h.qmu.Unlock()
+}
+
+// quota returns the quota of the last decision, aged by the time since it
+// arrived (Reset counts down; once it has passed, Remaining is Limit again);
+// before any decision, the policy with every permit remaining.
+func (h *handle) quota() limiter.Quota {
+	h.qmu.Lock()
+	q, at := h.q, h.qat
+	h.qmu.Unlock()
+	if at.IsZero() {
+		q = h.e.alg.quota(0, 0)
+		q.Remaining, q.Reset = q.Limit, 0
+		return q
+	}
+	if q.Reset > 0 {
+		q.Reset -= time.Since(at)
+		if q.Reset <= 0 {
+			q.Reset, q.Remaining = 0, q.Limit
+		}
+	}
+	return q
+}
+
+// check refuses what needs no round trip: a negative count, a closed
+// limiter, a request over the largest grant.
+func (e *engine) check(n int) error {
+	switch {
+	case n < 0:
+		return limiter.ErrInvalidCount
+	case e.closed.Load():
+		return ErrClosed
+	case int64(n) > e.max:
+		return limiter.ErrExceedsLimit
+	}
+	return nil
+}
+
+func (h *handle) tryAcquire(n int) limiter.Lease {
+	e := h.e
+	if err := e.check(n); err != nil {
+		e.rejected.Add(1)
+		return limiter.Denied(err, 0)
+	}
+	if n == 0 {
+		e.granted.Add(1)
+		return limiter.NewLease(0, nil)
+	}
+	arg := e.requestArg(n)
+	res := e.decide(h, arg)
+	if res.err != nil {
+		l, _ := e.o.policy(nil, n, res.err)
+		e.count(l.Granted())
+		return l
+	}
+	h.setQuota(res)
+	if res.granted {
+		e.granted.Add(1)
+		return e.grant(h, n, arg)
+	}
+	e.rejected.Add(1)
+	return limiter.Denied(limiter.ErrLimited, max(res.wait, 0))
+}
+
+func (e *engine) count(granted bool) {
+	if granted {
+		e.granted.Add(1)
+	} else {
+		e.rejected.Add(1)
+	}
+}
+
+// requestArg is a request's script argument: its permit count, or for a
+// concurrency limiter the member naming the lease.
+func (e *engine) requestArg(n int) string {
+	if e.cc != nil {
+		return e.cc.member(n)
+	}
+	return strconv.Itoa(n)
+}
+
+// grant returns the lease of a granted request.
+func (e *engine) grant(h *handle, n int, arg string) limiter.Lease {
+	if e.cc != nil {
+		return e.cc.hold(e, h, n, arg)
+	}
+	return limiter.NewLease(n, nil)
+}
+
+func (h *handle) acquire(ctx context.Context, n int) (limiter.Lease, error) {
+	if ctx == nil {
+		panic("redislimit: nil Context")
+	}
+	e := h.e
+	if err := e.check(n); err != nil {
+		e.rejected.Add(1)
+		return limiter.Denied(err, 0), err
+	}
+	if err := ctx.Err(); err != nil {
+		e.rejected.Add(1)
+		return limiter.Denied(err, 0), err
+	}
+	if n == 0 {
+		e.granted.Add(1)
+		return limiter.NewLease(0, nil), nil
+	}
+	if e.queue.Limit > 0 {
+		if e.queued.Add(int64(n)) > int64(e.queue.Limit) {
+			e.queued.Add(-int64(n))
+			e.rejected.Add(1)
+			return limiter.Denied(limiter.ErrQueueFull, 0), limiter.ErrQueueFull
+		}
+	} else {
+		e.queued.Add(int64(n))
+	}
+	e.waiters.Add(1)
+	defer func() {
+		e.queued.Add(-int64(n))
+		e.waiters.Add(-1)
+	}()
+	l, err := h.wait(ctx, n)
+	e.count(err == nil)
+	return l, err
+}
+
+// wait asks until granted, waiting between asks the time the script said
+// (plus jitter), or failing at once when that is past ctx's deadline.
+func (h *handle) wait(ctx context.Context, n int) (limiter.Lease, error) {
+	e := h.e
+	arg := e.requestArg(n)
+	for attempt := 0; ; attempt++ {
+		res := e.decide(h, arg)
+		if res.err != nil {
+			return e.o.policy(ctx, n, res.err)
+		}
+		h.setQuota(res)
+		if res.granted {
+			return e.grant(h, n, arg), nil
+		}
+		d := jitter(res.wait, attempt)
+		if dl, ok := ctx.Deadline(); ok && res.wait >= 0 && time.Until(dl) < res.wait {
+			err := fmt.Errorf("redislimit: the wait of %v for %d permits would outlast the context's deadline: %w",
+				res.wait, n, context.DeadlineExceeded)
+			return limiter.Denied(err, res.wait), err
+		}
+		if err := e.sleep(ctx, d); err != nil {
+			return limiter.Denied(err, 0), err
+		}
+	}
+}
+
+// jitter returns the wait before asking again: the script's wait plus up
+// to an eighth more, so that processes refused at one instant do not all
+// ask again at the next; with no known wait (a semaphore waiting for a
+// release by another process), a jittered exponential backoff from 1ms to
+// 64ms.
+func jitter(wait time.Duration, attempt int) time.Duration {
+	if wait < 0 {
+		wait = time.Millisecond << min(attempt, 6)
+	}
+	return wait + time.Duration(rand.Int64N(int64(wait/8)+1))
+}
+
+// sleep waits d, or until ctx ends or the limiter is closed, or (for a
+// semaphore) until a permit is released in this process.
+func (e *engine) sleep(ctx context.Context, d time.Duration) error {
+	var released <-chan struct{}
+	if e.cc != nil {
+		released = e.cc.releasedChan()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-released:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-e.done:
+		return ErrClosed
+	}
+}
+
+func (e *engine) close() error {
+	e.closeOnce.Do(func() {
+		e.closed.Store(true)
+		close(e.done)
+		if e.cc != nil {
+			e.cc.stop()
+		}
+	})
+	return nil
+}
+
+func (e *engine) stats(h *handle) limiter.Stats {
+	s := limiter.Stats{
+		Queued:   e.queued.Load(),
+		Waiters:  int(e.waiters.Load()),
+		Granted:  e.granted.Load(),
+		Rejected: e.rejected.Load(),
+	}
+	if h != nil {
+		s.Available = h.quota().Remaining
+	}
+	return s
+}
+

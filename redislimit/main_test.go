@@ -1,0 +1,53 @@
+package redislimit
+
+import (
+	"fmt"
+	"log"
+	"os"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/rategate/rategate/internal/redistest"
+)
+
+// server is the Redis server of this package's tests, started by TestMain:
+// a real redis-server when installed, else the embedded miniredis.
+var server *redistest.Server
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(childMain())
+	}
+	s, err := redistest.Start()
+	if err != nil {
+		log.Fatalf("redislimit tests: start a redis server: %v", err)
+	}
+	server = s
+	fmt.Fprintf(os.Stderr, "redislimit tests: %s at %s\n", s.Kind(), s.Addr)
+	goleak.VerifyTestMain(stopAfter{m, s})
+}
+
+// stopAfter stops the server once the tests have run, before goleak looks
+// for leaked goroutines (the server's own among them).
+type stopAfter struct {
+	m *testing.M
+	s *redistest.Server
+}
+
+func (w stopAfter) Run() int {
+	code := w.m.Run()
+	w.s.Close()
+	return code
+}
+
+// newClient returns a client of the test server, closed when t ends.
+func newClient(t testing.TB) *redis.Client {
+	c := server.Client()
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// uniqueKey names a limit no other test uses.
+func uniqueKey(t testing.TB) string { return t.Name() }

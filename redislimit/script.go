@@ -1,0 +1,125 @@
+package redislimit
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rategate/rategate/limiter"
+)
+
+// luaPrelude starts every script: it allows TIME before writes on
+// Redis < 5 (effects replication, the default since Redis 5) and defines
+// helpers. now is Redis's clock in microseconds: below 2^53 until the year
+// 2255. started(now) is when the server started (from INFO uptime, rounded
+// so that it is never earlier than the true start), or nil when INFO is not
+// available in scripts.
+const luaPrelude = `
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+local tm = redis.call('TIME')
+local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+local function started(t)
+  local ok, info = pcall(redis.call, 'INFO', 'server')
+  if not ok or type(info) ~= 'string' then return nil end
+  local up = tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
+  if up == nil then return nil end
+  return t - up * 1000000
+end
+`
+
+// script is a Lua script run by its SHA1 (EVALSHA), sent in full (EVAL)
+// only when Redis answers NOSCRIPT.
+type script struct {
+	src  string
+	hash string
+}
+
+func newScript(src string) *script {
+	src = luaPrelude + src
+	h := sha1.Sum([]byte(src))
+	return &script{src: src, hash: hex.EncodeToString(h[:])}
+}
+
+// run runs the script once. EVALSHA is followed by EVAL only after a
+// NOSCRIPT reply, which says the script did not run; after any other
+// failure the script may have run, so it is never sent again.
+func (s *script) run(ctx context.Context, c redis.Scripter, keys []string, args ...any) (any, error) {
+	v, err := c.EvalSha(ctx, s.hash, keys, args...).Result()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		v, err = c.Eval(ctx, s.src, keys, args...).Result()
+	}
+	return v, err
+}
+
+// errTimeout is the cause of an unavailability when Redis did not answer
+// within Options.Timeout.
+var errTimeout = errors.New("redislimit: no answer from redis within Options.Timeout")
+
+// unavailableError is a decision Redis could not make: it wraps
+// ErrUnavailable and the cause.
+type unavailableError struct{ cause error }
+
+func (e *unavailableError) Error() string { return ErrUnavailable.Error() + ": " + e.cause.Error() }
+
+// Unwrap returns ErrUnavailable and the cause.
+func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.cause} }
+
+// unavailable wraps a failed round trip's error. A deadline that was the
+// round-trip bound (not the caller's) becomes errTimeout, so that callers
+// testing for context.DeadlineExceeded see only their own deadlines.
+func unavailable(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("%w (%v)", errTimeout, err)
+	}
+	return &unavailableError{cause: err}
+}
+
+// roundTrip runs s with a context bounded by timeout and detached from
+// ctx's cancellation: a decision shared by several callers must not be
+// cut short by one of them, and one that may have committed must be
+// heard.
+func roundTrip(ctx context.Context, c redis.Scripter, timeout time.Duration, s *script, keys []string, args ...any) (any, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	v, err := s.run(ctx, c, keys, args...)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	return v, nil
+}
+
+// boundedClient returns the client to run scripts with, so that Timeout
+// bounds a round trip: a *redis.Client that ignores context deadlines
+// (ContextTimeoutEnabled unset) is cloned with read and write timeouts of
+// timeout, sharing its connection pool. Other clients bound a round trip
+// by their own read timeout unless ContextTimeoutEnabled is set.
+func boundedClient(c redis.UniversalClient, timeout time.Duration) redis.UniversalClient {
+	if rc, ok := c.(*redis.Client); ok && !rc.Options().ContextTimeoutEnabled {
+		return rc.WithTimeout(timeout)
+	}
+	return c
+}
+
+// policy applies Options.OnError to a decision Redis could not make, for
+// TryAcquire (ctx == nil) or Acquire.
+func (o *Options) policy(ctx context.Context, n int, cause error) (limiter.Lease, error) {
+	switch o.OnError {
+	case FailOpen:
+		return limiter.NewLease(n, nil), nil
+	case UseFallback:
+		if ctx == nil {
+			l := o.Fallback.TryAcquire(n)
+			return l, l.Err()
+		}
+		return o.Fallback.Acquire(ctx, n)
+	}
+	return limiter.Denied(cause, 0), cause
+}

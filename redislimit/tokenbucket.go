@@ -1,0 +1,172 @@
+package redislimit
+
+import (
+	"context"
+	"math/big"
+	"time"
+
+	"github.com/rategate/rategate/limiter"
+)
+
+// maxExact is 2^53: every integer a script computes stays below it, so Lua's
+// doubles hold it exactly.
+const maxExact = 1 << 53
+
+// tbScript is a token bucket as the generic cell rate algorithm, in scaled
+// integer units: one microsecond adds N units of capacity, one permit costs
+// D units (Rate = N/D permits per µs, in lowest terms), and the bucket holds
+// TOL = Burst·D. The state is the debt (units still owed) and the time it
+// was computed at. A missing state is a full bucket.
+//
+// ARGV: D, N, TOL, MAXEL = ceil(TOL/N) (µs to drain a full debt), GUARD,
+// then each request's permits. Every value stays below 2TOL+N < 2^53.
+var tbScript = newScript(`
+local D, N, TOL, MAXEL, GUARD = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1'
+local st = redis.call('HMGET', KEYS[1], 'd', 't')
+local debt, last = tonumber(st[1]), tonumber(st[2])
+if last == nil then
+  debt = 0
+  if GUARD then
+    local s = started(now)
+    if s ~= nil and now - s < MAXEL then debt = math.max(TOL - (now - s) * N, 0) end
+  end
+else
+  if now < last then now = last end
+  local el = now - last
+  if el >= MAXEL then debt = 0 else debt = math.max(debt - el * N, 0) end
+end
+local out = {now, 0, 0}
+for i = 6, #ARGV do
+  local c = tonumber(ARGV[i]) * D
+  if debt + c <= TOL then
+    debt = debt + c
+    out[#out + 1] = 0
+  else
+    out[#out + 1] = debt + c - TOL
+  end
+end
+out[2] = debt
+if debt == 0 then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('HSET', KEYS[1], 'd', debt, 't', now)
+  redis.call('PEXPIRE', KEYS[1], math.floor(debt / N / 1000) + 2)
+end
+return out
+`)
+
+// tbAlg is the token bucket's arithmetic: N units per µs, D per permit.
+type tbAlg struct {
+	n, d, tol, maxel int64
+	burst            int64
+	guard            bool
+}
+
+// newTBAlg reduces the rate to N/D permits per µs and checks that the
+// script's arithmetic stays below 2^53.
+func newTBAlg(o Options, opts limiter.TokenBucketOptions) (*tbAlg, error) {
+	r := opts.Rate
+	if r.Events() <= 0 || r.Period() <= 0 {
+		return nil, optErr("Rate", "must be positive, got %d per %v", r.Events(), r.Period())
+	}
+	if opts.Burst <= 0 {
+		return nil, optErr("Burst", "must be positive, got %d", opts.Burst)
+	}
+	// Rate = events/period ns = events·1000/period per µs.
+	num := new(big.Int).Mul(big.NewInt(r.Events()), big.NewInt(1000))
+	den := big.NewInt(int64(r.Period()))
+	g := new(big.Int).GCD(nil, nil, num, den)
+	num.Quo(num, g)
+	den.Quo(den, g)
+	tol := new(big.Int).Mul(den, big.NewInt(int64(opts.Burst)))
+	// 2·TOL + N must stay below 2^53.
+	lim := new(big.Int).Add(new(big.Int).Mul(tol, big.NewInt(2)), num)
+	if lim.Cmp(big.NewInt(maxExact)) >= 0 {
+		return nil, optErr("Burst", "Burst %d at Rate %v needs integers of 2^53 or more in Redis's Lua (doubles); lower Burst or use a rate whose period is a whole number of microseconds per permit", opts.Burst, r)
+	}
+	a := &tbAlg{n: num.Int64(), d: den.Int64(), tol: tol.Int64(), burst: int64(opts.Burst), guard: o.GuardRestarts}
+	a.maxel = (a.tol + a.n - 1) / a.n
+	return a, nil
+}
+
+func (a *tbAlg) kind() string       { return "tb" }
+func (a *tbAlg) suffixes() []string { return []string{""} }
+func (a *tbAlg) script() *script    { return tbScript }
+func (a *tbAlg) maxPermits() int64  { return a.burst }
+func (a *tbAlg) args() []any {
+	return []any{a.d, a.n, a.tol, a.maxel, boolArg(a.guard)}
+}
+
+// retry converts the units over capacity into the wait until they are not.
+func (a *tbAlg) retry(x int64) time.Duration { return ceilDiv(x, a.n) * time.Microsecond }
+
+// quota reads the debt after the decision.
+func (a *tbAlg) quota(debt, _ int64) limiter.Quota {
+	return limiter.Quota{
+		Limit:     a.burst,
+		Window:    time.Duration(a.maxel) * time.Microsecond,
+		Remaining: (a.tol - debt) / a.d,
+		Reset:     time.Duration(ceilDiv(debt, a.n)) * time.Microsecond,
+	}
+}
+
+func ceilDiv(a, b int64) time.Duration { return time.Duration((a + b - 1) / b) }
+
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// TokenBucket is a token bucket shared through Redis by every process using
+// the same Options.Key: in every interval of length t, all of them together
+// are granted at most Burst + Rate·t permits. A new (or idle) bucket is
+// full; its state expires in Redis once the bucket has refilled.
+type TokenBucket struct {
+	e *engine
+	h *handle
+}
+
+// NewTokenBucket returns a token bucket shared through Redis, or an
+// *limiter.OptionError naming the first invalid option. Besides Rate and
+// Burst being positive, the bucket's arithmetic must fit Redis's Lua
+// doubles exactly: 2·Burst·D + N < 2^53, where N/D is Rate in permits per
+// microsecond in lowest terms (any Burst up to millions fits rates from one
+// per hour to millions per second). opts.Queue.Limit caps the permits
+// waiting in this process's Acquire calls.
+func NewTokenBucket(o Options, opts limiter.TokenBucketOptions) (*TokenBucket, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	a, err := newTBAlg(o, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := validQueue(opts.Queue); err != nil {
+		return nil, err
+	}
+	e := newEngine(o, a, opts.Queue)
+	return &TokenBucket{e: e, h: e.handle("", false)}, nil
+}
+
+// TryAcquire takes n permits if the shared bucket holds them now: one round
+// trip (coalesced with this process's concurrent calls). See limiter.Limiter.
+func (t *TokenBucket) TryAcquire(n int) limiter.Lease { return t.h.tryAcquire(n) }
+
+// Acquire waits until n permits are granted; see the package doc, Waiting.
+func (t *TokenBucket) Acquire(ctx context.Context, n int) (limiter.Lease, error) {
+	return t.h.acquire(ctx, n)
+}
+
+// Quota returns the bucket's policy and its state at the last decision
+// this limiter made (no round trip); see limiter.Quota.
+func (t *TokenBucket) Quota() limiter.Quota { return t.h.quota() }
+
+// Stats returns this process's counters; Available is from the last
+// decision.
+func (t *TokenBucket) Stats() limiter.Stats { return t.e.stats(t.h) }
+
+// Close fails this process's waiters and later calls with ErrClosed. The
+// shared state in Redis is untouched; the client is not closed.
+func (t *TokenBucket) Close() error { return t.e.close() }
