@@ -26,8 +26,9 @@
 //     items each hold a lease until received, so that a limiter bounds the
 //     buffer (in items or bytes) or the producers' rate.
 //   - [github.com/rategate/rategate/pipe]: io.Reader, io.Writer, net.Conn
-//     and net.Listener wrappers whose permits are bytes, a progress Monitor,
-//     and ParseByteRate for rates such as "2MiB/s".
+//     and net.Listener wrappers whose permits are bytes, and ParseByteRate
+//     for rates such as "2MiB/s"; [github.com/rategate/rategate/pipe/progress]
+//     counts a transfer's bytes for progress lines (rate, ETA).
 //   - [github.com/rategate/rategate/iter]: iter.Seq and iter.Seq2 wrappers,
 //     so that a range loop runs no faster than a limiter allows.
 //   - [github.com/rategate/rategate/pool]: a bounded worker pool whose task

@@ -16,8 +16,8 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// TestIngest runs the program at full size on a virtual clock: the seed's
-// numbers come out of the simulation.
+// TestIngest runs the program at full size on a virtual clock: the rows the
+// README shows come out of the simulation.
 func TestIngest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var out bytes.Buffer
