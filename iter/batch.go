@@ -27,8 +27,9 @@ import (
 // a slice is being gathered, the loop ends at the next value, without
 // pulling more from seq. Use
 // [BatchErr] to learn why the loop ended. A k below 1 or a nil seq yields
-// nothing.
+// nothing; a nil ctx panics at once.
 func Batch[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limiter, k int) stditer.Seq[[]V] {
+	mustContext(ctx)
 	return batch(ctx, seq, lim, k, nil)
 }
 
@@ -36,6 +37,7 @@ func Batch[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limiter, 
 // loop ended, as [LimitErr] does; a refusal names the position of the
 // slice's first value. For a k below 1 or a nil seq it reports [ErrInvalid].
 func BatchErr[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limiter, k int) (stditer.Seq[[]V], func() error) {
+	mustContext(ctx)
 	var last error
 	return batch(ctx, seq, lim, k, &last), func() error { return last }
 }
@@ -49,44 +51,44 @@ func batch[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limiter, 
 		return empty[[]V](last, fmt.Errorf("%w: batch size %d, must be at least 1", ErrInvalid, k))
 	}
 	return func(yield func([]V) bool) {
-		g := newGate(ctx, lim)
-		defer g.finish(last)
-		// The first slice's capacity is k, unless k is so large that seq
-		// may well hold fewer values (append grows it then); once a slice
-		// has filled, the next ones are made to hold k.
-		size := min(k, 1024)
-		var buf []V
-		flush := func() bool {
-			b := buf
-			buf = nil
-			lease, ok := g.pass(len(b))
-			if !ok {
-				return false
-			}
-			return g.yield(lease, len(b), func() bool { return yield(b) })
+		run(ctx, lim, last, func(g *gate) { gather(g, seq, k, yield) })
+	}
+}
+
+// gather runs one Batch loop: it gathers seq's values into slices of k and
+// passes each through admit, at one permit per value.
+func gather[V any](g *gate, seq stditer.Seq[V], k int, yield func([]V) bool) {
+	// The first slice's capacity is k, unless k is so large that seq may
+	// well hold fewer values (append grows it then); once a slice has
+	// filled, the next ones are made to hold k.
+	size := min(k, 1024)
+	var buf []V
+	flush := func() bool {
+		b := buf
+		buf = nil
+		if g.lim == nil {
+			return g.pass(len(b)) && yield(b)
 		}
-		ended := false // the loop ended before seq did
-		seq(func(v V) bool {
-			if g.stopped() {
-				ended = true
-				return false
-			}
-			if buf == nil {
-				buf = make([]V, 0, size)
-			}
-			buf = append(buf, v)
-			if len(buf) < k {
-				return true
-			}
-			size = k
-			if !flush() {
-				ended = true
-				return false
-			}
+		return admit(g, b, len(b), len(b), yield)
+	}
+	ended := false // the loop ended before seq did
+	seq(func(v V) bool {
+		if g.stopped() {
+			ended = true
+			return false
+		}
+		if buf == nil {
+			buf = make([]V, 0, size)
+		}
+		buf = append(buf, v)
+		if len(buf) < k {
 			return true
-		})
-		if !ended && len(buf) > 0 {
-			flush()
 		}
+		size = k
+		ended = !flush()
+		return !ended
+	})
+	if !ended && len(buf) > 0 {
+		flush()
 	}
 }

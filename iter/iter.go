@@ -25,10 +25,12 @@ var ErrInvalid = errors.New("iter: invalid argument")
 // after ctx's deadline, or when lim refuses for good (closed, queue full).
 // It ends quietly: ctx.Err() after the loop tells only whether ctx ended;
 // use [LimitErr] to learn why the loop ended. A nil lim means no limit; a
-// nil seq yields nothing. The sequence can be ranged over more than once,
-// each time anew.
+// nil seq yields nothing; a nil ctx panics at once (see the package
+// documentation). The sequence can be ranged over more than once, each time
+// anew.
 func Limit[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limiter) stditer.Seq[V] {
-	return limit(ctx, seq, lim, nil)
+	mustContext(ctx)
+	return weighted(ctx, seq, lim, nil, nil)
 }
 
 // LimitErr is [Limit], and also returns a function that reports why the last
@@ -42,59 +44,28 @@ func Limit[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limiter) 
 // call LimitErr for a pair of their own (the plain forms, which report
 // nothing, can be shared).
 func LimitErr[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limiter) (stditer.Seq[V], func() error) {
+	mustContext(ctx)
 	var last error
-	return limit(ctx, seq, lim, &last), func() error { return last }
-}
-
-// limit is Limit, recording why each loop ended in *last if last is not nil.
-func limit[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limiter, last *error) stditer.Seq[V] {
-	if seq == nil {
-		return empty[V](last, fmt.Errorf("%w: nil sequence", ErrInvalid))
-	}
-	return func(yield func(V) bool) {
-		g := newGate(ctx, lim)
-		defer g.finish(last)
-		seq(func(v V) bool {
-			if g.done != nil && g.ctxDone() {
-				return false
-			}
-			if g.lim == nil {
-				g.item++
-				return yield(v)
-			}
-			// Acquire is called here rather than in a method of g: a
-			// Lease returned through a function that is not inlined is
-			// copied back 16 bytes at a time after its fields were stored
-			// one by one, a store-forwarding stall of some 15 ns.
-			lease, err := g.lim.Acquire(g.ctx, 1)
-			if err != nil {
-				g.refused(1, err)
-				return false
-			}
-			released := false
-			defer func() {
-				if !released {
-					lease.Release() // the body panicked
-				}
-			}()
-			ok := yield(v)
-			released = true
-			lease.Release()
-			g.item++
-			return ok
-		})
-	}
+	return weighted(ctx, seq, lim, nil, &last), func() error { return last }
 }
 
 // Limit2 is [Limit] for sequences of pairs: each pair costs one permit.
 func Limit2[K, V any](ctx context.Context, seq stditer.Seq2[K, V], lim limiter.Limiter) stditer.Seq2[K, V] {
+	mustContext(ctx)
 	return limit2(ctx, seq, lim, nil)
 }
 
 // Limit2Err is [LimitErr] for sequences of pairs.
 func Limit2Err[K, V any](ctx context.Context, seq stditer.Seq2[K, V], lim limiter.Limiter) (stditer.Seq2[K, V], func() error) {
+	mustContext(ctx)
 	var last error
 	return limit2(ctx, seq, lim, &last), func() error { return last }
+}
+
+// pair is one value of a Seq2, passed through admit as a single value.
+type pair[K, V any] struct {
+	k K
+	v V
 }
 
 // limit2 is Limit2, recording why each loop ended in *last if last is not nil.
@@ -105,37 +76,25 @@ func limit2[K, V any](ctx context.Context, seq stditer.Seq2[K, V], lim limiter.L
 		return func(func(K, V) bool) { record(last, err) }
 	}
 	return func(yield func(K, V) bool) {
-		g := newGate(ctx, lim)
-		defer g.finish(last)
-		seq(func(k K, v V) bool {
-			if g.done != nil && g.ctxDone() {
-				return false
-			}
-			if g.lim == nil {
-				g.item++
-				return yield(k, v)
-			}
-			// Acquire is called here rather than in a method of g: a
-			// Lease returned through a function that is not inlined is
-			// copied back 16 bytes at a time after its fields were stored
-			// one by one, a store-forwarding stall of some 15 ns.
-			lease, err := g.lim.Acquire(g.ctx, 1)
-			if err != nil {
-				g.refused(1, err)
-				return false
-			}
-			released := false
-			defer func() {
-				if !released {
-					lease.Release() // the body panicked
+		body := func(p pair[K, V]) bool { return yield(p.k, p.v) }
+		run(ctx, lim, last, func(g *gate) {
+			seq(func(k K, v V) bool {
+				if g.lim == nil {
+					return g.pass(1) && yield(k, v)
 				}
-			}()
-			ok := yield(k, v)
-			released = true
-			lease.Release()
-			g.item++
-			return ok
+				return admit(g, pair[K, V]{k, v}, 1, 1, body)
+			})
 		})
+	}
+}
+
+// mustContext panics if ctx is nil. A nil Context is a programming error,
+// reported as the standard library's context functions report it: with a
+// panic, here at once, when the sequence is made, before anything is
+// pulled from the upstream or asked of the limiter.
+func mustContext(ctx context.Context) {
+	if ctx == nil {
+		panic("iter: nil Context")
 	}
 }
 
@@ -155,28 +114,59 @@ func record(last *error, err error) {
 	}
 }
 
-// gate is one loop's passage through the limiter: it checks ctx, waits for
-// each value's permits and records why the loop ended.
+// run runs one loop: it makes the loop's gate, runs loop with it, and then
+// releases the lease of a body that panicked and records why the loop
+// ended in *last, if last is not nil.
+func run(ctx context.Context, lim limiter.Limiter, last *error, loop func(g *gate)) {
+	g := newGate(ctx, lim)
+	defer g.finish(last)
+	loop(g)
+}
+
+// admit is the step every wrapper takes per yield when it has a limiter
+// (with none, it takes gate.pass): it waits until v, which costs n permits
+// and counts as values values, may pass (ctx is not done and g.lim granted
+// the permits), then runs the loop body on it, holding the lease until the
+// body returns. It returns the body's result, or false, with g.err set,
+// when the loop must end instead.
 //
-// The lease of the value in the body is kept by the caller, in a local
-// variable released when the body returns (and by a deferred call if the
-// body panics), not in the gate: a Lease copied into the heap right after
-// Acquire returned it costs a store-forwarding stall (its fields are stored
-// one by one, then read back 16 bytes at a time). For the same reason the
-// per-value paths of Limit, Limit2 and Weighted call Acquire themselves;
-// Batch, which asks once per slice, uses pass and yield.
+// If the body panics, the loop's deferred finish releases the lease, kept
+// in g.held for that. admit itself defers nothing: a deferred call would
+// cost every value its frame setup, for the rare path. (The
+// BenchmarkIter rows in bench/ hold the per-value cost of this shape.)
+func admit[V any](g *gate, v V, n, values int, body func(V) bool) bool {
+	if g.stopped() {
+		return false
+	}
+	lease, err := g.lim.Acquire(g.ctx, n)
+	if err != nil {
+		g.refused(n, err)
+		return false
+	}
+	g.held, g.holding = lease, true
+	ok := body(v)
+	g.holding = false
+	lease.Release()
+	g.item += values
+	return ok
+}
+
+// gate is one loop's passage through the limiter: it checks ctx, holds the
+// limiter and the lease of the value in the body, counts the values
+// yielded and records why the loop ended. The per-value step is admit, or
+// pass when there is no limiter.
 type gate struct {
 	ctx  context.Context
 	done <-chan struct{} // nil for a context that is never done
 	lim  limiter.Limiter // nil: no limit
 	item int             // values yielded so far: the position of the next one
 	err  error
+
+	held    limiter.Lease // the lease of the value in the body, while holding
+	holding bool
 }
 
 func newGate(ctx context.Context, lim limiter.Limiter) *gate {
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	return &gate{ctx: ctx, done: ctx.Done(), lim: lim}
 }
 
@@ -184,6 +174,16 @@ func newGate(ctx context.Context, lim limiter.Limiter) *gate {
 // a context that is never done (context.Background) costs a compare.
 func (g *gate) stopped() bool {
 	return g.done != nil && g.ctxDone()
+}
+
+// pass lets values values through with no limiter: it reports whether ctx
+// is still not done, and counts them if so.
+func (g *gate) pass(values int) bool {
+	if g.stopped() {
+		return false
+	}
+	g.item += values
+	return true
 }
 
 //go:noinline
@@ -197,46 +197,6 @@ func (g *gate) ctxDone() bool {
 	}
 }
 
-// acquire waits for n permits from g.lim. It returns false, with g.err set,
-// when they are refused and the loop must end.
-func (g *gate) acquire(n int) (limiter.Lease, bool) {
-	lease, err := g.lim.Acquire(g.ctx, n)
-	if err != nil {
-		g.refused(n, err)
-		return limiter.Lease{}, false
-	}
-	return lease, true
-}
-
-// pass waits until a value (or a batch) costing n permits may be yielded:
-// ctx is not done and g.lim (if any) granted them. It returns false, with
-// g.err set, when the loop must end instead.
-func (g *gate) pass(n int) (limiter.Lease, bool) {
-	if g.stopped() {
-		return limiter.Lease{}, false
-	}
-	if g.lim == nil {
-		return limiter.Lease{}, true
-	}
-	return g.acquire(n)
-}
-
-// yield runs the loop body on what just passed, holding its lease until the
-// body returns or panics, and counts its n values.
-func (g *gate) yield(lease limiter.Lease, n int, body func() bool) bool {
-	released := false
-	defer func() {
-		if !released {
-			lease.Release() // the body panicked
-		}
-	}()
-	ok := body()
-	released = true
-	lease.Release()
-	g.item += n
-	return ok
-}
-
 // refused records why n permits were refused.
 func (g *gate) refused(n int, err error) {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -246,7 +206,12 @@ func (g *gate) refused(n int, err error) {
 	g.err = fmt.Errorf("iter: value %d (%d permits): %w", g.item, n, err)
 }
 
-// finish ends a loop: it publishes why the loop ended, if last is not nil.
+// finish ends a loop: it releases the lease of a body that panicked, and
+// publishes why the loop ended, if last is not nil.
 func (g *gate) finish(last *error) {
+	if g.holding {
+		g.holding = false
+		g.held.Release() // the body panicked
+	}
 	record(last, g.err)
 }

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1012 TestNilContext passes a nil Context on purpose
+
 package iter_test
 
 import (
@@ -676,10 +678,39 @@ func TestInvalidArguments(t *testing.T) {
 	if n := count(iter.Limit[int](ctx, nil, lim)) + count(iter.Weighted(ctx, src, lim, nil)); n != 0 {
 		t.Errorf("plain forms with invalid arguments yielded %d", n)
 	}
-	// A nil ctx is taken as context.Background.
-	//lint:ignore SA1012 a nil ctx is tolerated on purpose
-	if n := count(iter.Limit(nil, src, lim)); n != 3 { //nolint:staticcheck
-		t.Errorf("nil ctx: %d values, want 3", n)
+}
+
+// TestNilContext (issue 12, bug 10): a nil ctx is a programming error, the
+// same in every package: each wrapper panics with "iter: nil Context" when
+// it is called, before any loop, so nothing is pulled from the upstream and
+// nothing is asked of the limiter.
+func TestNilContext(t *testing.T) {
+	lim := mustConcurrency(t, 3)
+	src := &source{n: 3}
+	one := func(int) int { return 1 }
+	calls := map[string]func(){
+		"Limit":       func() { iter.Limit(nil, src.seq(), lim) },
+		"LimitErr":    func() { iter.LimitErr(nil, src.seq(), lim) },
+		"Limit2":      func() { iter.Limit2(nil, stditer.Seq2[int, int](nil), lim) },
+		"Limit2Err":   func() { iter.Limit2Err(nil, stditer.Seq2[int, int](nil), lim) },
+		"Weighted":    func() { iter.Weighted(nil, src.seq(), lim, one) },
+		"WeightedErr": func() { iter.WeightedErr(nil, src.seq(), lim, one) },
+		"Batch":       func() { iter.Batch(nil, src.seq(), lim, 2) },
+		"BatchErr":    func() { iter.BatchErr(nil, src.seq(), lim, 2) },
+		"Limit-nil":   func() { iter.Limit(nil, src.seq(), nil) },
+	}
+	for name, call := range calls {
+		got := func() (v any) {
+			defer func() { v = recover() }()
+			call()
+			return nil
+		}()
+		if got != "iter: nil Context" {
+			t.Errorf("%s(nil ctx) panicked with %#v, want \"iter: nil Context\"", name, got)
+		}
+	}
+	if st := lim.Stats(); src.pulled != 0 || st.Available != 3 || st.Granted != 0 {
+		t.Errorf("after the panics: %d values pulled, limiter %+v; want nothing pulled or asked", src.pulled, st)
 	}
 }
 

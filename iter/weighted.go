@@ -24,8 +24,12 @@ import (
 // Limit.
 //
 // The loop ends as a [Limit] loop does; use [WeightedErr] to learn why.
-// A nil cost or seq yields nothing.
+// A nil cost or seq yields nothing; a nil ctx panics at once.
 func Weighted[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limiter, cost func(V) int) stditer.Seq[V] {
+	mustContext(ctx)
+	if cost == nil {
+		return empty[V](nil, nil)
+	}
 	return weighted(ctx, seq, lim, cost, nil)
 }
 
@@ -33,53 +37,36 @@ func Weighted[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limite
 // the last loop ended, as [LimitErr] does; a refusal names the value's
 // position and cost. For a nil cost or seq it reports [ErrInvalid].
 func WeightedErr[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limiter, cost func(V) int) (stditer.Seq[V], func() error) {
+	mustContext(ctx)
 	var last error
+	if cost == nil {
+		return empty[V](&last, fmt.Errorf("%w: nil cost function", ErrInvalid)), func() error { return last }
+	}
 	return weighted(ctx, seq, lim, cost, &last), func() error { return last }
 }
 
-// weighted is Weighted, recording why each loop ended in *last if last is
-// not nil.
+// weighted is Weighted, and with a nil cost Limit (one permit per value);
+// it records why each loop ended in *last if last is not nil.
 func weighted[V any](ctx context.Context, seq stditer.Seq[V], lim limiter.Limiter, cost func(V) int, last *error) stditer.Seq[V] {
-	switch {
-	case seq == nil:
+	if seq == nil {
 		return empty[V](last, fmt.Errorf("%w: nil sequence", ErrInvalid))
-	case cost == nil:
-		return empty[V](last, fmt.Errorf("%w: nil cost function", ErrInvalid))
 	}
 	return func(yield func(V) bool) {
-		g := newGate(ctx, lim)
-		defer g.finish(last)
-		seq(func(v V) bool {
-			n := cost(v)
-			if n < 0 {
-				// Checked here, so that a nil (unlimited) lim refuses it too.
-				g.refused(n, limiter.ErrInvalidCount)
-				return false
-			}
-			if g.stopped() {
-				return false
-			}
-			if g.lim == nil {
-				g.item++
-				return yield(v)
-			}
-			// As in Limit: Acquire here, the lease in a local variable.
-			lease, err := g.lim.Acquire(g.ctx, n)
-			if err != nil {
-				g.refused(n, err)
-				return false
-			}
-			released := false
-			defer func() {
-				if !released {
-					lease.Release() // the body panicked
+		run(ctx, lim, last, func(g *gate) {
+			seq(func(v V) bool {
+				n := 1
+				if cost != nil {
+					if n = cost(v); n < 0 {
+						// Checked here, so that a nil (unlimited) lim refuses it too.
+						g.refused(n, limiter.ErrInvalidCount)
+						return false
+					}
 				}
-			}()
-			ok := yield(v)
-			released = true
-			lease.Release()
-			g.item++
-			return ok
+				if g.lim == nil {
+					return g.pass(1) && yield(v)
+				}
+				return admit(g, v, n, 1, yield)
+			})
 		})
 	}
 }
