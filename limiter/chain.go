@@ -4,37 +4,60 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // Chain returns a Limiter that grants n permits only when every one of ls
-// grants n permits at the same instant: all or nothing. A request refused
-// by one member gives back what the members before it took (this package's
-// limiters refund their permits exactly: a failed chain consumes nothing), and
-// the chain's lease releases every member's lease, in reverse order. Each
-// member counts its own grant once; the chain adds no statistics of its own.
+// grants n permits: all or nothing. The chain's lease releases every
+// member's lease, in reverse order. Each member counts its own grant once;
+// the chain adds no statistics of its own. Chains of chains are flattened.
 //
-// TryAcquire tries the members in order and stops at the first refusal,
-// whose RetryAfter and Err it reports. Acquire waits until all members grant
-// at once: it sleeps for the refusing member's RetryAfter, or waits in its
-// queue when that is unknown (a concurrency limiter waits for a release), and
-// then tries the whole chain again. Callers waiting in a chain's Acquire are
-// therefore not served in arrival order: each sleeps and retries on its own,
-// and the first to retry after permits come back takes them.
+// For this package's limiters (and the limiters of Keyed.For and
+// KeyedTokenBucket.For) the decision is exact: the chain locks those members
+// in one process-wide order, reads the clock once, takes from each at that
+// one instant, and, if one refuses, undoes the others before any lock is
+// released. No other goroutine can act in between, so every member's bound
+// holds however the members are also used directly, and a refused chain
+// consumes nothing. Members from outside this package (a redislimit
+// limiter, say) are asked first, with TryAcquire, before those locks are
+// taken; when a member of this package then refuses, their leases are
+// released, which gives back a concurrency permit but cannot give back a
+// rate permit: it stays spent, on the safe side of the bound.
+//
+// TryAcquire reports the first refusal (its Err and RetryAfter), and fails
+// with ErrLimited while callers wait in the chain's Acquire: it does not jump
+// their queue. Acquire serves its callers in arrival order. The caller at
+// the head of the chain's queue waits for the refusing member: it sleeps for
+// its RetryAfter, or, when that is unknown (a concurrency limiter waits for
+// a release, or the member's own queue is ahead), waits in that member's
+// queue, then decides again. A request larger than some member can ever
+// grant fails at once with ErrExceedsLimit.
 //
 // Chain panics if ls is empty or holds a nil Limiter, as a programming error.
 func Chain(ls ...Limiter) Limiter {
 	if len(ls) == 0 {
 		panic("limiter: Chain of no limiters")
 	}
-	c := &chain{ls: append([]Limiter(nil), ls...), known: true}
+	c := &chain{}
 	for _, l := range ls {
-		if l == nil {
+		switch m := l.(type) {
+		case nil:
 			panic("limiter: Chain of a nil Limiter")
+		case *chain:
+			c.ls = append(c.ls, m.ls...)
+		default:
+			c.ls = append(c.ls, l)
 		}
-		_, ok := l.(refunder)
-		if inner, isChain := l.(*chain); !ok || isChain && !inner.known {
-			c.known = false
+	}
+	c.static = true
+	for _, l := range c.ls {
+		if _, ok := l.(based); !ok {
+			c.static = false
+		}
+		if _, ok := l.(*Concurrency); ok {
+			c.rel = c
 		}
 	}
 	return c
@@ -42,22 +65,30 @@ func Chain(ls ...Limiter) Limiter {
 
 type chain struct {
 	ls []Limiter
-	// known: every member is one of this package's limiters, whose leases
-	// are rebuilt from the member and the count, so the chain's lease needs
-	// no allocation.
-	known bool
+	// static: every member is one of this package's six limiters, whose
+	// leases are rebuilt from the member and the count, so the chain's lease
+	// needs no allocation.
+	static bool
+	// rel is the Releaser of a static chain's leases: the chain itself when
+	// a member takes permits back, else nil (Release does nothing).
+	rel Releaser
+
+	waiting atomic.Int32 // callers in Acquire's queue, read by TryAcquire
+	mu      sync.Mutex
+	queue   []*chainWaiter // FIFO; queue[0] decides
 }
 
-// heldLeases releases the leases of a chain with foreign members.
-type heldLeases []Lease
-
-func (h heldLeases) ReleasePermits(int) {
-	for i := len(h) - 1; i >= 0; i-- {
-		h[i].Release()
-	}
+type chainWaiter struct {
+	ready chan struct{} // closed when the waiter becomes the head
 }
 
-// ReleasePermits releases n permits to every member, in reverse order.
+// based is implemented by the six limiters of this package (through base).
+type based interface{ core() *base }
+
+func (b *base) core() *base { return b }
+
+// ReleasePermits releases n permits to every member that takes permits
+// back, in reverse order. It serves static chains' leases.
 func (c *chain) ReleasePermits(n int) {
 	for i := len(c.ls) - 1; i >= 0; i-- {
 		if r, ok := c.ls[i].(Releaser); ok {
@@ -66,106 +97,127 @@ func (c *chain) ReleasePermits(n int) {
 	}
 }
 
-func (c *chain) refund(n int, since time.Time) {
-	for i := len(c.ls) - 1; i >= 0; i-- {
-		if r, ok := c.ls[i].(refunder); ok {
-			r.refund(n, since)
-		}
+// heldLeases releases the leases of a chain with keyed or foreign members.
+type heldLeases []Lease
+
+func (h heldLeases) ReleasePermits(int) {
+	for i := len(h) - 1; i >= 0; i-- {
+		h[i].Release()
 	}
 }
 
-// undo gives back the leases held[:k], newest first: held[skip] was taken
-// at or after since, the others at or after start.
-func (c *chain) undo(held []Lease, k int, start time.Time, skip int, since time.Time) {
-	for i := k - 1; i >= 0; i-- {
-		if i == skip {
-			c.giveBack(i, held[i], since)
-		} else if r, ok := c.ls[i].(refunder); ok {
-			r.refund(held[i].permits, start)
-		} else {
-			held[i].Release()
-		}
+// maxRequest is the most any member can ever grant at once, or -1 when no
+// member can say.
+func (c *chain) check(n int) (reason, error) {
+	if n < 0 {
+		return reasonInvalid, fmt.Errorf("limiter: chain: %w: %d", ErrInvalidCount, n)
 	}
-}
-
-// tryAll takes n from every member, or from none, and on refusal returns
-// the refusing member's lease and index. skip, if >= 0, is a member whose
-// permits the caller already holds as have, taken at or after since; on
-// refusal have is given back too, and the caller holds nothing.
-func (c *chain) tryAll(n, skip int, have Lease, since time.Time) (Lease, int) {
-	var buf [8]Lease
-	held := buf[:0]
-	if len(c.ls) > len(buf) {
-		held = make([]Lease, 0, len(c.ls))
-	}
-	start := time.Now() // before any TryAcquire below
-	for i, l := range c.ls {
-		var lease Lease
-		if i == skip {
-			lease = have
-		} else {
-			lease = l.TryAcquire(n)
-		}
-		if !lease.Granted() {
-			c.undo(held, i, start, skip, since)
-			if skip > i {
-				// The lease the caller waited for is behind the refusal:
-				// the caller drops it, so it goes back here.
-				c.giveBack(skip, have, since)
+	for _, l := range c.ls {
+		if m, ok := l.(based); ok {
+			b := m.core()
+			b.mu.Lock()
+			most := b.pol.maxRequest()
+			b.mu.Unlock()
+			if int64(n) > most {
+				return reasonExceeds, fmt.Errorf("limiter: chain: %w: %d permits asked, a member grants at most %d", ErrExceedsLimit, n, most)
 			}
-			return lease, i
 		}
-		held = append(held, lease)
 	}
-	if c.known {
-		return Lease{rel: c, permits: n, granted: true}, -1
-	}
-	return Lease{rel: heldLeases(append([]Lease(nil), held...)), permits: n, granted: true}, -1
+	return reasonNone, nil
 }
 
 // TryAcquire takes n permits from every member, or from none.
 func (c *chain) TryAcquire(n int) Lease {
-	l, _ := c.tryAll(n, -1, Lease{}, time.Time{})
+	if c.waiting.Load() > 0 && n >= 0 {
+		return denied(reasonLimited, 0)
+	}
+	l, _ := c.decide(n, -1, Lease{})
 	return l
 }
 
-// Acquire waits until every member grants n permits at the same instant.
+// Acquire waits, behind the chain's earlier callers, until every member
+// grants n permits at once.
 func (c *chain) Acquire(ctx context.Context, n int) (Lease, error) {
+	if ctx == nil {
+		panic("limiter: nil Context")
+	}
+	if why, err := c.check(n); err != nil {
+		return denied(why, 0), err
+	}
+	if err := ctx.Err(); err != nil {
+		return ctxDenied(err), err
+	}
+	w := &chainWaiter{ready: make(chan struct{})}
+	c.mu.Lock()
+	c.queue = append(c.queue, w)
+	c.waiting.Add(1)
+	if len(c.queue) == 1 {
+		close(w.ready)
+	}
+	c.mu.Unlock()
+	defer c.leave(w)
+	select {
+	case <-w.ready:
+	case <-ctx.Done():
+		return ctxDenied(ctx.Err()), ctx.Err()
+	}
+	return c.serve(ctx, n)
+}
+
+// leave takes w out of the queue and, if it was the head, hands the head
+// to the next waiter.
+func (c *chain) leave(w *chainWaiter) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, x := range c.queue {
+		if x != w {
+			continue
+		}
+		c.queue = append(c.queue[:i], c.queue[i+1:]...)
+		c.waiting.Add(-1)
+		if i == 0 && len(c.queue) > 0 {
+			close(c.queue[0].ready)
+		}
+		return
+	}
+}
+
+// serve is the head waiter's loop: decide, and until the chain grants,
+// wait for the member that refused.
+func (c *chain) serve(ctx context.Context, n int) (Lease, error) {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
 	}()
-	skip, have, since := -1, Lease{}, time.Time{}
+	skip, have := -1, Lease{}
 	backoff := time.Duration(0)
+	waited := false // the last round waited in a member's queue
 	for {
 		if err := ctx.Err(); err != nil {
-			c.giveBack(skip, have, since)
+			c.giveBack(skip, have)
 			return ctxDenied(err), err
 		}
-		waited := skip >= 0
-		lease, i := c.tryAll(n, skip, have, since)
+		lease, i := c.decide(n, skip, have)
+		skip, have = -1, Lease{}
 		if lease.Granted() {
 			return lease, nil
 		}
-		skip, have = -1, Lease{}
-		switch err := lease.Err(); {
-		case errors.Is(err, ErrExceedsLimit), errors.Is(err, ErrInvalidCount), errors.Is(err, ErrClosed):
+		if err := lease.Err(); errors.Is(err, ErrExceedsLimit) || errors.Is(err, ErrInvalidCount) || errors.Is(err, ErrClosed) {
 			return lease, fmt.Errorf("limiter: chain: %w", err)
 		}
 		d := lease.RetryAfter()
 		if d <= 0 && waited {
-			// One member granted from its queue and another then refused
-			// without saying when: two members whose queues are ahead of
-			// the chain (NewestFirst can serve the chain's wait at once)
-			// would otherwise bounce it between them without ever
-			// blocking. Back off, doubling, until something changes.
+			// A member granted from its queue, then one refused without
+			// saying when: with NewestFirst queues ahead, waiting in them
+			// can return at once. Back off, doubling, until something changes.
 			backoff = min(max(2*backoff, time.Microsecond), 10*time.Millisecond)
 			d = backoff
 		} else if d > 0 {
 			backoff = 0
 		}
+		waited = d <= 0
 		if d > 0 {
 			if err := pastDeadline(ctx, d); err != nil {
 				lease.why = reasonDeadline
@@ -176,32 +228,79 @@ func (c *chain) Acquire(ctx context.Context, n int) (Lease, error) {
 			}
 			continue
 		}
-		// The refusing member cannot say when (a concurrency limiter waits
-		// for a release, or its queue is ahead): wait in its own queue, then
-		// try the others at the instant it grants.
-		before := time.Now() // the member's grant comes after this
-		l, err := c.ls[i].Acquire(ctx, n)
-		if err != nil {
-			return l, err
+		var err error
+		if skip, have, err = c.waitMember(ctx, i, n); err != nil {
+			return Denied(err, 0), err
 		}
-		skip, have, since = i, l, before
 	}
 }
 
-// giveBack returns a member's lease, taken by Acquire at or after since,
-// that the chain did not use.
-func (c *chain) giveBack(i int, l Lease, since time.Time) {
+// waitMember waits in member i's own queue. A member that takes permits
+// back (a concurrency limiter, or one from outside this package) is asked
+// for the n permits, which the chain then holds while it decides the others
+// (and gives back if they refuse); a rate limiter of this package is asked
+// for 0 permits, which returns when its queue ahead has been served and
+// takes nothing.
+func (c *chain) waitMember(ctx context.Context, i, n int) (int, Lease, error) {
+	m := c.ls[i]
+	if !givesBack(m) {
+		l, err := m.Acquire(ctx, 0)
+		if b, ok := m.(based); ok && l.Granted() {
+			b.core().granted.Add(-1) // the chain's probe, not a grant to anyone
+		}
+		return -1, Lease{}, err
+	}
+	l, err := m.Acquire(ctx, n)
+	if err != nil {
+		return -1, Lease{}, err
+	}
+	return i, l, nil
+}
+
+// givesBack reports whether member l's permits come back on release: a
+// concurrency limiter, a chain holding one, or any limiter from outside this
+// package (whose Release the chain calls, whatever it does).
+func givesBack(l Limiter) bool {
+	switch m := l.(type) {
+	case *Concurrency:
+		return true
+	case *chain:
+		for _, x := range m.ls {
+			if givesBack(x) {
+				return true
+			}
+		}
+		return false
+	case based:
+		return false
+	case keyedMember:
+		return m.givesBack()
+	}
+	return true
+}
+
+// giveBack returns the lease of member i that the chain waited for and did
+// not use.
+func (c *chain) giveBack(i int, l Lease) {
 	if i < 0 || !l.Granted() {
 		return
 	}
-	if r, ok := c.ls[i].(refunder); ok {
-		if e, ok := c.ls[i].(interface{ epoch() time.Time }); ok && l.retry > 0 {
-			since = e.epoch().Add(l.retry - 1) // the instant the member granted it
-		}
-		r.refund(l.permits, since)
-	} else {
-		l.Release()
+	if m, ok := c.ls[i].(based); ok {
+		m.core().granted.Add(-1) // it was never granted to anyone
 	}
+	l.Release()
+}
+
+// isIdle reports whether every member is as if new, so that a Keyed holding
+// chains can evict them.
+func (c *chain) isIdle() bool {
+	for _, l := range c.ls {
+		i, ok := l.(idler)
+		if !ok || !i.isIdle() {
+			return false
+		}
+	}
+	return true
 }
 
 // Quota returns the Quota of the member with the fewest permits remaining

@@ -227,33 +227,6 @@ func TestChainRefundsEveryAlgorithm(t *testing.T) {
 	}
 }
 
-// A refund that can no longer be exact is dropped: the bound wins over
-// conservation. A window that has ended since the take is not credited.
-func TestChainRefundAfterWindowEndsIsDropped(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fw, _ := NewFixedWindow(FixedWindowOptions{Limit: 1, Window: time.Second})
-		taken := time.Now()
-		if !fw.TryAcquire(1).Granted() {
-			t.Fatal("first grant refused")
-		}
-		time.Sleep(time.Second)
-		// The take may lie in the previous window: no credit.
-		fw.refund(1, taken)
-		if !fw.TryAcquire(1).Granted() || fw.TryAcquire(1).Granted() {
-			t.Fatal("the new window must hold exactly one permit")
-		}
-		tb, _ := NewTokenBucket(TokenBucketOptions{Rate: Per(1, time.Second), Burst: 1})
-		tb.TryAcquire(1)
-		taken = time.Now()
-		time.Sleep(2 * time.Second)
-		tb.TryAcquire(1)
-		tb.refund(1, taken) // older than the permit's cost: dropped
-		if tb.TryAcquire(1).Granted() {
-			t.Fatal("a stale token-bucket refund was credited")
-		}
-	})
-}
-
 // A chain that waited in a later member's queue and was granted there, then
 // refused by an earlier member on its retry, gives that lease back: it
 // holds nothing while it waits again, and nothing once it gives up.

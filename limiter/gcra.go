@@ -22,6 +22,13 @@ import (
 type gcra struct {
 	tat *atomic.Int64 // the limiter's base.word, beside its counters
 	cfg atomic.Pointer[gcraConfig]
+
+	// A Chain decides under base.mu with tat swapped for the locked
+	// sentinel (so lock-free fast paths wait on the mutex), taking from
+	// pending; settle publishes pending, or saved when every take was undone.
+	held           bool
+	saved, pending int64
+	takes          int
 }
 
 type gcraConfig struct {
@@ -88,22 +95,87 @@ func (g *gcra) tryTake(now, k int64) (status int, retry int64) {
 		if delta > c.maxDelta {
 			return takeSlow, 0
 		}
-		nows := delta * c.n
-		need := max(k, 1)
-		if c.pacer {
-			if tat > nows {
-				return takeLimited, ceilDiv(tat-nows, c.n)
-			}
-		} else if over := max(tat, nows) + need*c.d - nows - c.tol; over > 0 {
-			return takeLimited, ceilDiv(over, c.n)
+		next, retry, ok := c.step(tat, delta*c.n, k)
+		if !ok {
+			return takeLimited, retry
 		}
-		if k == 0 {
-			return takeOK, 0
-		}
-		if g.tat.CompareAndSwap(tat, max(tat, nows)+k*c.d) {
+		if next == tat || g.tat.CompareAndSwap(tat, next) {
 			return takeOK, 0
 		}
 	}
+}
+
+// step is the GCRA decision, written once: from state tat at scaled instant
+// nows, take k permits (k == 0 asks whether one could be taken and takes
+// nothing). It returns the new state, or the wait in ns until the request
+// could be granted. k <= maxReq and nows is within maxDelta of base.
+func (c *gcraConfig) step(tat, nows, k int64) (next, retry int64, ok bool) {
+	need := max(k, 1)
+	if c.pacer {
+		if tat > nows {
+			return tat, ceilDiv(tat-nows, c.n), false
+		}
+	} else if over := max(tat, nows) + need*c.d - nows - c.tol; over > 0 {
+		return tat, ceilDiv(over, c.n), false
+	}
+	if k == 0 {
+		return tat, 0, true
+	}
+	return max(tat, nows) + k*c.d, 0, true
+}
+
+// chainTake is take for a Chain's decision at now: the caller holds
+// base.mu and calls settle before releasing it.
+func (g *gcra) chainTake(now int64, n int) (bool, int64) {
+	if !g.held {
+		g.saved = g.lockTat()
+		g.pending, g.held, g.takes = g.saved, true, 0
+	}
+	c := g.cfg.Load()
+	delta := now - c.base
+	if int64(n) > c.maxReq {
+		return false, -1
+	}
+	if delta > c.maxDelta {
+		// Rebase first: publish the state, convert it, and hold it again.
+		g.tat.Store(g.pending)
+		nc := *c
+		g.reconfigure(now, &nc)
+		c = g.cfg.Load()
+		delta = 0
+		old := g.lockTat()
+		if g.takes == 0 {
+			g.saved = old
+		}
+		g.pending = old
+	}
+	next, retry, ok := c.step(g.pending, delta*c.n, int64(n))
+	if ok && n > 0 {
+		g.pending = next
+		g.takes++
+	}
+	return ok, retry
+}
+
+// chainUndo undoes the latest chainTake of n permits in this hold.
+func (g *gcra) chainUndo(n int) {
+	if n > 0 {
+		g.pending -= int64(n) * g.cfg.Load().d
+		g.takes--
+	}
+}
+
+// settle ends a Chain's hold: it publishes the state the chain decided.
+func (g *gcra) settle() {
+	if !g.held {
+		return
+	}
+	if g.takes == 0 {
+		g.tat.Store(g.saved)
+	} else {
+		g.tat.Store(g.pending)
+	}
+	g.held = false
 }
 
 // lockTat swaps tat for the sentinel and returns the value it held.
@@ -175,11 +247,13 @@ func (g *gcra) available(now int64) int64 {
 	tat := g.tat.Load()
 	delta := now - c.base
 	if delta > c.maxDelta || tat == tatLocked {
-		return c.burst
+		return c.maxReq // a bucket's maxReq is its burst
 	}
 	debt := max(tat-delta*c.n, 0)
 	if c.pacer {
-		return boolInt(debt == 0)
+		// Once its slot has come, a pacer grants any request up to its
+		// maximum (and then paces the next grant by its size).
+		return c.maxReq * boolInt(debt == 0)
 	}
 	return max((c.tol-debt)/c.d, 0)
 }
@@ -192,24 +266,3 @@ func (g *gcra) idle(now int64) bool {
 }
 
 func (g *gcra) maxRequest() int64 { return g.cfg.Load().maxReq }
-
-// refund gives back the cost of k permits taken at most elapsed ns ago. It
-// is exact while the permits' cost has not drained (elapsed < cost): until
-// then tat stays ahead of the clock, so later grants added their cost on top
-// of ours and subtracting ours restores what they would have seen without it.
-func (g *gcra) refund(now int64, k int64, elapsed int64) bool {
-	c := g.cfg.Load()
-	cost := k * c.d
-	if elapsed >= cost/c.n {
-		return false
-	}
-	for {
-		tat := g.tat.Load()
-		if tat == tatLocked {
-			return false
-		}
-		if g.tat.CompareAndSwap(tat, tat-cost) {
-			return true
-		}
-	}
-}

@@ -63,7 +63,8 @@ type keyedShard[K comparable] struct {
 
 type keyedEntry struct {
 	lim  Limiter
-	pins int   // Acquire calls using lim; guarded by the shard's mu
+	pins int   // calls deciding with lim now; guarded by the shard's mu
+	held int   // granted leases of lim not yet released, when they give permits back
 	last int64 // ns since origin of the last call
 }
 
@@ -88,12 +89,19 @@ func (k *Keyed[K]) shard(key K) *keyedShard[K] {
 	return &k.shards[maphash.Comparable(k.seed, key)&(keyedShards-1)]
 }
 
-// entry returns key's entry, making it if needed. The caller holds s.mu.
-func (k *Keyed[K]) entry(s *keyedShard[K], key K, now int64) (*keyedEntry, error) {
+// pin returns key's entry, pinned so that it is not evicted until unpin,
+// making its limiter if needed. The factory runs without any lock held, so
+// it may call back into k, and a slow one stalls only its own key.
+func (k *Keyed[K]) pin(key K) (*keyedEntry, error) {
+	s := k.shard(key)
+	s.mu.Lock()
 	if e, ok := s.m[key]; ok {
-		e.last = now
+		e.pins++
+		e.last = k.now()
+		s.mu.Unlock()
 		return e, nil
 	}
+	s.mu.Unlock()
 	lim, err := k.newLim(key)
 	if err == nil && lim == nil {
 		err = errors.New("factory returned a nil Limiter")
@@ -101,10 +109,60 @@ func (k *Keyed[K]) entry(s *keyedShard[K], key K, now int64) (*keyedEntry, error
 	if err != nil {
 		return nil, fmt.Errorf("%w %v: %w", ErrNoLimiter, key, err)
 	}
-	k.sweep(s, now)
-	e := &keyedEntry{lim: lim, last: now}
-	s.m[key] = e
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := k.now()
+	e, ok := s.m[key]
+	if ok {
+		// Another call made the key's limiter first: use that one.
+		if c, closer := lim.(interface{ Close() error }); closer {
+			_ = c.Close()
+		}
+	} else {
+		k.sweep(s, now)
+		e = &keyedEntry{lim: lim}
+		s.m[key] = e
+	}
+	e.pins++
+	e.last = now
 	return e, nil
+}
+
+// unpin ends a call's use of e; l is the lease it was granted, if any,
+// which it returns wrapped so that e stays while l holds permits.
+func (k *Keyed[K]) unpin(key K, e *keyedEntry, l Lease) Lease {
+	s := k.shard(key)
+	s.mu.Lock()
+	e.pins--
+	e.last = k.now()
+	hold := l.granted && l.rel != nil
+	if hold {
+		e.held++
+	}
+	s.mu.Unlock()
+	if hold {
+		l.rel = &keyedHold[K]{k: k, s: s, e: e, inner: l.rel}
+	}
+	return l
+}
+
+// keyedHold is the Releaser of a key's lease that gives permits back: it
+// keeps the key from eviction until the lease is released.
+type keyedHold[K comparable] struct {
+	k     *Keyed[K]
+	s     *keyedShard[K]
+	e     *keyedEntry
+	inner Releaser
+}
+
+// ReleasePermits releases the key's permits; the key's idle time counts
+// from now.
+func (h *keyedHold[K]) ReleasePermits(n int) {
+	h.inner.ReleasePermits(n)
+	h.s.mu.Lock()
+	h.e.held = max(h.e.held-1, 0)
+	h.e.last = h.k.now()
+	h.s.mu.Unlock()
 }
 
 // sweep evicts idle keys among a few that map iteration (which starts at a
@@ -115,13 +173,19 @@ func (k *Keyed[K]) sweep(s *keyedShard[K], now int64) {
 		if seen++; seen > sweepPerInsert {
 			return
 		}
-		if e.pins == 0 && k.idle(e, now) {
+		if k.evictable(e, now) {
 			delete(s.m, key)
 		}
 	}
 }
 
-func (k *Keyed[K]) idle(e *keyedEntry, now int64) bool {
+// evictable reports whether e can go: nobody is deciding with it, no lease
+// of it holds permits, and its limiter is as if new (or, when its state
+// cannot be read, it was not used for IdleTimeout).
+func (k *Keyed[K]) evictable(e *keyedEntry, now int64) bool {
+	if e.pins > 0 || e.held > 0 {
+		return false
+	}
 	if i, ok := e.lim.(idler); ok {
 		return i.isIdle()
 	}
@@ -136,38 +200,27 @@ func (k *Keyed[K]) TryAcquire(key K, n int) Lease {
 	if k.closed.Load() {
 		return denied(reasonClosed, 0)
 	}
-	s := k.shard(key)
-	s.mu.Lock()
-	e, err := k.entry(s, key, k.now())
+	e, err := k.pin(key)
 	if err != nil {
-		s.mu.Unlock()
-		return Lease{why: reasonNoLimiter}
+		return Denied(err, 0)
 	}
-	l := e.lim.TryAcquire(n)
-	s.mu.Unlock()
-	return l
+	return k.unpin(key, e, e.lim.TryAcquire(n))
 }
 
 // Acquire waits until key's limiter grants n permits; see Limiter.
 func (k *Keyed[K]) Acquire(ctx context.Context, key K, n int) (Lease, error) {
+	if ctx == nil {
+		panic("limiter: nil Context")
+	}
 	if k.closed.Load() {
 		return denied(reasonClosed, 0), ErrClosed
 	}
-	s := k.shard(key)
-	s.mu.Lock()
-	e, err := k.entry(s, key, k.now())
+	e, err := k.pin(key)
 	if err != nil {
-		s.mu.Unlock()
-		return Lease{why: reasonNoLimiter}, err
+		return Denied(err, 0), err
 	}
-	e.pins++
-	s.mu.Unlock()
 	l, err := e.lim.Acquire(ctx, n)
-	s.mu.Lock()
-	e.pins--
-	e.last = k.now()
-	s.mu.Unlock()
-	return l, err
+	return k.unpin(key, e, l), err
 }
 
 // Len returns the number of keys held.
@@ -190,7 +243,7 @@ func (k *Keyed[K]) Prune() int {
 		s := &k.shards[i]
 		s.mu.Lock()
 		for key, e := range s.m {
-			if e.pins == 0 && k.idle(e, now) {
+			if k.evictable(e, now) {
 				delete(s.m, key)
 				evicted++
 			}
@@ -210,6 +263,9 @@ type keyedSet[K comparable] interface {
 	TryAcquire(key K, n int) Lease
 	Acquire(ctx context.Context, key K, n int) (Lease, error)
 	Quota(key K) Quota
+	// resolve and givesBack serve a key's limiter as a Chain member.
+	resolve(key K) (Limiter, part, pinner, error)
+	givesBack(key K) bool
 }
 
 // forKey is one key of a keyed limiter, as a Limiter.
@@ -220,6 +276,10 @@ type forKey[K comparable] struct {
 
 func (f forKey[K]) TryAcquire(n int) Lease { return f.set.TryAcquire(f.key, n) }
 func (f forKey[K]) Quota() Quota           { return f.set.Quota(f.key) }
+func (f forKey[K]) givesBack() bool        { return f.set.givesBack(f.key) }
+func (f forKey[K]) resolve() (Limiter, part, pinner, error) {
+	return f.set.resolve(f.key)
+}
 func (f forKey[K]) Acquire(ctx context.Context, n int) (Lease, error) {
 	return f.set.Acquire(ctx, f.key, n)
 }
@@ -272,13 +332,52 @@ func (k *Keyed[K]) Quota(key K) Quota {
 	if k.closed.Load() {
 		return Quota{}
 	}
-	s := k.shard(key)
-	s.mu.Lock()
-	e, err := k.entry(s, key, k.now())
-	s.mu.Unlock()
+	e, err := k.pin(key)
 	if err != nil {
 		return Quota{}
 	}
 	q, _ := QuotaOf(e.lim)
+	k.unpin(key, e, Lease{})
 	return q
+}
+
+// keyPin is a key's entry pinned for a Chain's decision.
+type keyPin[K comparable] struct {
+	k   *Keyed[K]
+	key K
+	e   *keyedEntry
+}
+
+func (p *keyPin[K]) wrap(l Lease) Lease {
+	if !l.granted || l.rel == nil {
+		return l
+	}
+	s := p.k.shard(p.key)
+	s.mu.Lock()
+	p.e.held++
+	s.mu.Unlock()
+	l.rel = &keyedHold[K]{k: p.k, s: s, e: p.e, inner: l.rel}
+	return l
+}
+
+func (p *keyPin[K]) unpin() { p.k.unpin(p.key, p.e, Lease{}) }
+
+func (k *Keyed[K]) resolve(key K) (Limiter, part, pinner, error) {
+	if k.closed.Load() {
+		return nil, nil, nil, ErrClosed
+	}
+	e, err := k.pin(key)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return e.lim, nil, &keyPin[K]{k: k, key: key, e: e}, nil
+}
+
+func (k *Keyed[K]) givesBack(key K) bool {
+	e, err := k.pin(key)
+	if err != nil {
+		return true
+	}
+	defer k.unpin(key, e, Lease{})
+	return givesBack(e.lim)
 }

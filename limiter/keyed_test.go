@@ -268,7 +268,12 @@ func TestKeyedIdleTimeoutForForeignLimiters(t *testing.T) {
 			New:         func(s string) (Limiter, error) { return recorder{s, &log}, nil },
 			IdleTimeout: time.Minute,
 		})
-		k.TryAcquire("a", 1)
+		held := k.TryAcquire("a", 1)
+		time.Sleep(time.Hour)
+		if n := k.Prune(); n != 0 {
+			t.Fatalf("pruned %d keys while a lease that gives permits back was held", n)
+		}
+		held.Release()
 		time.Sleep(59 * time.Second)
 		if n := k.Prune(); n != 0 {
 			t.Fatalf("pruned %d before the timeout", n)

@@ -2,7 +2,6 @@ package limiter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/maphash"
 	"sync"
@@ -21,13 +20,17 @@ import (
 // Bound: per key, as TokenBucket: at most Burst + Rate·t permits in every
 // interval of length t.
 //
-// Acquire does not queue: it sleeps until the bucket could grant and tries
-// again, so waiters on one key are not served in arrival order.
+// Acquire waits in a queue of the key's own, served in the order of
+// Options.Queue (first in, first out by default), with its Limit; while a
+// key has waiters, TryAcquire on it fails rather than jump them. Close fails
+// the waiters with ErrClosed.
 type KeyedTokenBucket[K comparable] struct {
 	cfg    *gcraConfig
+	q      QueueOptions
 	origin time.Time
 	seed   maphash.Seed
 	closed atomic.Bool
+	done   chan struct{} // closed by Close
 	shards [keyedShards]bucketShard[K]
 }
 
@@ -39,8 +42,9 @@ type bucketShard[K comparable] struct {
 	slots []bucketSlot[K]
 	count int
 	base  int64 // ns since origin at which the shard's scaled time is 0
-	// granted and rejected count TryAcquire outcomes, under mu.
+	// granted and rejected count outcomes, under mu.
 	granted, rejected int64
+	waits             map[K]*keyQueue // keys with Acquire calls waiting
 }
 
 // bucketSlot's tat is the GCRA state in scaled units from the shard's base.
@@ -49,14 +53,29 @@ type bucketSlot[K comparable] struct {
 	tat int64
 }
 
+// keyQueue is the Acquire calls waiting on one key; ws[0] is served next.
+type keyQueue struct {
+	ws   []*keyWaiter
+	cost int64 // what Queue.Limit caps: permits queued, a zero-permit waiter counting one
+}
+
+type keyWaiter struct {
+	n    int
+	head chan struct{} // closed when the waiter becomes the head
+	out  chan struct{} // closed when a NewestFirst queue pushes it out
+}
+
 // NewKeyedTokenBucket returns an empty set of token buckets, or an
-// *OptionError naming the first invalid option. opts.Queue is not used.
+// *OptionError naming the first invalid option.
 func NewKeyedTokenBucket[K comparable](opts TokenBucketOptions) (*KeyedTokenBucket[K], error) {
+	if err := opts.Queue.validate(); err != nil {
+		return nil, err
+	}
 	c, err := newGCRAConfig(opts.Rate, int64(opts.Burst), false)
 	if err != nil {
 		return nil, err
 	}
-	return &KeyedTokenBucket[K]{cfg: c, origin: time.Now(), seed: maphash.MakeSeed()}, nil
+	return &KeyedTokenBucket[K]{cfg: c, q: opts.Queue, origin: time.Now(), seed: maphash.MakeSeed(), done: make(chan struct{})}, nil
 }
 
 func tagOf(h uint64) uint8 { return 0x80 | uint8(h>>57)&0x7f }
@@ -76,13 +95,19 @@ func (s *bucketShard[K]) find(key K, h uint64) (int, bool) {
 }
 
 // rebuild rehashes the live keys of s into a table of size (a power of two),
-// dropping keys whose bucket is full at nows, and rebasing scaled time to now.
+// dropping keys whose bucket is full at now, and rebasing scaled time to now.
 func (k *KeyedTokenBucket[K]) rebuild(s *bucketShard[K], size int, now int64) {
 	oldCtrl, oldSlots := s.ctrl, s.slots
-	shift := (now - s.base) * k.cfg.n // now - base <= maxDelta/2: no overflow
+	// After an idle spell longer than maxDelta every bucket is full (no
+	// state reaches that far ahead), and the shift would overflow.
+	idleAll := now-s.base > k.cfg.maxDelta
+	var shift int64
+	if !idleAll {
+		shift = (now - s.base) * k.cfg.n
+	}
 	s.ctrl, s.slots, s.count, s.base = make([]uint8, size), make([]bucketSlot[K], size), 0, now
 	for i, c := range oldCtrl {
-		if c == 0 || oldSlots[i].tat <= shift {
+		if c == 0 || idleAll || oldSlots[i].tat <= shift {
 			continue
 		}
 		h := maphash.Comparable(k.seed, oldSlots[i].key)
@@ -117,105 +142,278 @@ func (k *KeyedTokenBucket[K]) makeRoom(s *bucketShard[K], now int64) {
 	}
 }
 
-// TryAcquire takes n permits from key's bucket if it holds them now. It does
-// not allocate once the key exists.
-func (k *KeyedTokenBucket[K]) TryAcquire(key K, n int) Lease { return k.try(key, n, 1) }
-
-// try is TryAcquire; a refusal adds reject to the shard's count.
-func (k *KeyedTokenBucket[K]) try(key K, n int, reject int64) Lease {
-	if n < 0 {
-		return denied(reasonInvalid, 0)
-	}
-	c := k.cfg
-	if int64(n) > c.burst {
-		return denied(reasonExceeds, 0)
-	}
-	if k.closed.Load() {
-		return denied(reasonClosed, 0)
-	}
-	now := int64(time.Since(k.origin))
+// locate returns key's shard and hash.
+func (k *KeyedTokenBucket[K]) locate(key K) (*bucketShard[K], uint64) {
 	h := maphash.Comparable(k.seed, key)
-	s := &k.shards[h>>(64-6)]
-	s.mu.Lock()
-	if now-s.base > c.maxDelta/2 && len(s.ctrl) > 0 {
-		k.rebuild(s, len(s.ctrl), now)
+	return &k.shards[h>>(64-6)], h
+}
+
+// rebase keeps now within reach of s's scaled time. The caller holds s.mu.
+func (k *KeyedTokenBucket[K]) rebase(s *bucketShard[K], now int64) {
+	if now-s.base <= k.cfg.maxDelta/2 {
+		return
 	}
+	if len(s.ctrl) == 0 {
+		s.base = now
+		return
+	}
+	k.rebuild(s, len(s.ctrl), now)
+}
+
+// step decides n permits for key at now. The caller holds s.mu and has
+// called rebase. It returns the state before, for undo, and whether the key
+// had a slot.
+func (k *KeyedTokenBucket[K]) step(s *bucketShard[K], key K, h uint64, now int64, n int) (ok bool, retry int64) {
+	c := k.cfg
 	var tat int64
 	i, found := 0, false
 	if len(s.ctrl) > 0 {
-		i, found = s.find(key, h)
-		if found {
+		if i, found = s.find(key, h); found {
 			tat = s.slots[i].tat
 		}
 	}
-	nows := (now - s.base) * c.n
-	t0 := max(tat, nows)
-	if over := t0 + max(int64(n), 1)*c.d - nows - c.tol; over > 0 {
-		s.rejected += reject
-		s.mu.Unlock()
-		return denied(reasonLimited, time.Duration(ceilDiv(over, c.n)))
+	next, retry, ok := c.step(tat, (now-s.base)*c.n, int64(n))
+	if !ok || next == tat {
+		return ok, retry
+	}
+	if !found {
+		k.makeRoom(s, now)
+		next = (now-s.base)*c.n + int64(n)*c.d
+		i, _ = s.find(key, h)
+		s.ctrl[i] = tagOf(h)
+		s.slots[i].key = key
+		s.count++
+	}
+	s.slots[i].tat = next
+	return true, 0
+}
+
+// TryAcquire takes n permits from key's bucket if it holds them now and no
+// Acquire waits on the key. It does not allocate once the key exists.
+func (k *KeyedTokenBucket[K]) TryAcquire(key K, n int) Lease {
+	if why := k.check(n); why != reasonNone {
+		return denied(why, 0)
+	}
+	now := int64(time.Since(k.origin))
+	s, h := k.locate(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.waits[key] != nil {
+		s.rejected++
+		return denied(reasonLimited, 0)
+	}
+	k.rebase(s, now)
+	if ok, retry := k.step(s, key, h, now, n); !ok {
+		s.rejected++
+		return denied(reasonLimited, time.Duration(retry))
 	}
 	s.granted++
-	if n > 0 {
-		if !found {
-			k.makeRoom(s, now)
-			nows = (now - s.base) * c.n
-			t0 = nows
-			i, _ = s.find(key, h)
-			s.ctrl[i] = tagOf(h)
-			s.slots[i].key = key
-			s.count++
-		}
-		s.slots[i].tat = t0 + int64(n)*c.d
-	}
-	s.mu.Unlock()
 	return Lease{permits: n, granted: true}
 }
 
-// Acquire waits until key's bucket grants n permits, ctx is done, or the
-// set is closed. It fails at once with context.DeadlineExceeded when the
-// bucket will not hold n permits before ctx's deadline.
-func (k *KeyedTokenBucket[K]) Acquire(ctx context.Context, key K, n int) (Lease, error) {
-	l, err := k.acquire(ctx, key, n)
-	if err != nil {
-		s := &k.shards[maphash.Comparable(k.seed, key)>>(64-6)]
-		s.mu.Lock()
-		s.rejected++
-		s.mu.Unlock()
+func (k *KeyedTokenBucket[K]) check(n int) reason {
+	switch {
+	case n < 0:
+		return reasonInvalid
+	case int64(n) > k.cfg.burst:
+		return reasonExceeds
+	case k.closed.Load():
+		return reasonClosed
 	}
+	return reasonNone
+}
+
+// Acquire waits until key's bucket grants n permits, ctx is done, the key's
+// queue is full, or the set is closed; see Limiter. Callers waiting on one
+// key are served in Queue.Order. It fails at once with an error wrapping
+// context.DeadlineExceeded when the bucket will not hold n permits before
+// ctx's deadline.
+func (k *KeyedTokenBucket[K]) Acquire(ctx context.Context, key K, n int) (Lease, error) {
+	if ctx == nil {
+		panic("limiter: nil Context")
+	}
+	if why := k.check(n); why != reasonNone {
+		return k.fail(key, denied(why, 0), k.requestErr(why, n))
+	}
+	if err := ctx.Err(); err != nil {
+		return k.fail(key, ctxDenied(err), err)
+	}
+	s, _ := k.locate(key)
+	s.mu.Lock()
+	w, l, err := k.enqueue(ctx, s, key, n)
+	s.mu.Unlock()
+	if w == nil {
+		if err != nil {
+			return k.fail(key, l, err)
+		}
+		return l, nil
+	}
+	l, err = k.wait(ctx, s, key, w)
+	if err != nil {
+		return k.fail(key, l, err)
+	}
+	return l, nil
+}
+
+func (k *KeyedTokenBucket[K]) requestErr(why reason, n int) error {
+	switch why {
+	case reasonInvalid:
+		return fmt.Errorf("%w: %d", ErrInvalidCount, n)
+	case reasonExceeds:
+		return fmt.Errorf("%w: %d permits asked, at most %d can be granted", ErrExceedsLimit, n, k.cfg.burst)
+	}
+	return why.err()
+}
+
+// fail counts a failed Acquire.
+func (k *KeyedTokenBucket[K]) fail(key K, l Lease, err error) (Lease, error) {
+	s, _ := k.locate(key)
+	s.mu.Lock()
+	s.rejected++
+	s.mu.Unlock()
 	return l, err
 }
 
-func (k *KeyedTokenBucket[K]) acquire(ctx context.Context, key K, n int) (Lease, error) {
+// enqueue grants at once when nobody waits on key and the bucket holds n,
+// and otherwise queues a waiter (nil when it fails at once). The caller
+// holds s.mu.
+func (k *KeyedTokenBucket[K]) enqueue(ctx context.Context, s *bucketShard[K], key K, n int) (*keyWaiter, Lease, error) {
+	now := int64(time.Since(k.origin))
+	q := s.waits[key]
+	if q == nil || k.q.Order == NewestFirst {
+		k.rebase(s, now)
+		_, h := k.locate(key)
+		ok, retry := k.step(s, key, h, now, n)
+		if ok && q == nil {
+			s.granted++
+			return nil, Lease{permits: n, granted: true}, nil
+		}
+		if err := pastDeadline(ctx, time.Duration(retry)); err != nil {
+			return nil, denied(reasonDeadline, time.Duration(retry)), err
+		}
+		if ok { // NewestFirst with older waiters: the newcomer is served first
+			s.granted++
+			return nil, Lease{permits: n, granted: true}, nil
+		}
+	}
+	cost := max(int64(n), 1)
+	if lim := int64(k.q.Limit); lim > 0 {
+		if cost > lim {
+			return nil, denied(reasonQueueFull, 0), fmt.Errorf("%w: %d permits asked, queue holds at most %d", ErrQueueFull, n, lim)
+		}
+		if q != nil && k.q.Order == OldestFirst && q.cost > lim-cost {
+			return nil, denied(reasonQueueFull, 0), ErrQueueFull
+		}
+	}
+	if q == nil {
+		q = &keyQueue{}
+		if s.waits == nil {
+			s.waits = make(map[K]*keyQueue)
+		}
+		s.waits[key] = q
+	}
+	w := &keyWaiter{n: n, head: make(chan struct{}), out: make(chan struct{})}
+	if k.q.Order == NewestFirst && len(q.ws) > 0 {
+		q.ws[0].head = make(chan struct{}) // no longer the head: it waits again
+		q.ws = append([]*keyWaiter{w}, q.ws...)
+		for lim := int64(k.q.Limit); lim > 0 && q.cost > lim-cost; {
+			old := q.ws[len(q.ws)-1]
+			q.ws = q.ws[:len(q.ws)-1]
+			q.cost -= max(int64(old.n), 1)
+			close(old.out)
+		}
+	} else {
+		q.ws = append(q.ws, w)
+	}
+	q.cost += cost
+	if q.ws[0] == w {
+		close(w.head)
+	}
+	return w, Lease{}, nil
+}
+
+// wait serves w: until it heads its key's queue it waits; then it sleeps
+// until the bucket could grant and tries, until granted.
+func (k *KeyedTokenBucket[K]) wait(ctx context.Context, s *bucketShard[K], key K, w *keyWaiter) (Lease, error) {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
 	}()
+	_, h := k.locate(key)
 	for {
-		if err := ctx.Err(); err != nil {
-			return ctxDenied(err), err
-		}
-		l := k.try(key, n, 0)
-		if l.Granted() {
-			return l, nil
-		}
-		d := l.RetryAfter()
-		if d <= 0 {
-			err := l.Err()
-			if errors.Is(err, ErrInvalidCount) {
-				err = fmt.Errorf("%w: %d", err, n)
+		var wake <-chan time.Time
+		now := int64(time.Since(k.origin))
+		s.mu.Lock()
+		head := w.head
+		if q := s.waits[key]; q != nil && q.ws[0] == w {
+			k.rebase(s, now)
+			ok, retry := k.step(s, key, h, now, w.n)
+			if ok {
+				s.granted++
+				k.remove(s, key, w)
+				s.mu.Unlock()
+				return Lease{permits: w.n, granted: true}, nil
 			}
-			return l, err
+			if err := pastDeadline(ctx, time.Duration(retry)); err != nil {
+				k.remove(s, key, w)
+				s.mu.Unlock()
+				return denied(reasonDeadline, time.Duration(retry)), err
+			}
+			timer = resetTimer(timer, time.Duration(retry))
+			wake, head = timer.C, nil
 		}
-		if err := pastDeadline(ctx, d); err != nil {
-			l.why = reasonDeadline
-			return l, err
+		s.mu.Unlock()
+		select {
+		case <-wake:
+		case <-head:
+		case <-w.out:
+			return denied(reasonQueueFull, 0), ErrQueueFull
+		case <-ctx.Done():
+			k.leave(s, key, w)
+			return ctxDenied(ctx.Err()), ctx.Err()
+		case <-k.done:
+			k.leave(s, key, w)
+			return denied(reasonClosed, 0), ErrClosed
 		}
-		if err := sleep(ctx, &timer, d); err != nil {
-			return ctxDenied(err), err
+	}
+}
+
+// resetTimer arms t (made if nil) to fire after d.
+func resetTimer(t *time.Timer, d time.Duration) *time.Timer {
+	if t == nil {
+		return time.NewTimer(d)
+	}
+	t.Reset(d)
+	return t
+}
+
+func (k *KeyedTokenBucket[K]) leave(s *bucketShard[K], key K, w *keyWaiter) {
+	s.mu.Lock()
+	k.remove(s, key, w)
+	s.mu.Unlock()
+}
+
+// remove takes w out of key's queue, if it is there, and makes the next
+// waiter the head. The caller holds s.mu.
+func (k *KeyedTokenBucket[K]) remove(s *bucketShard[K], key K, w *keyWaiter) {
+	q := s.waits[key]
+	if q == nil {
+		return
+	}
+	for i, x := range q.ws {
+		if x != w {
+			continue
 		}
+		q.ws = append(q.ws[:i], q.ws[i+1:]...)
+		q.cost -= max(int64(w.n), 1)
+		if len(q.ws) == 0 {
+			delete(s.waits, key)
+		} else if i == 0 {
+			close(q.ws[0].head)
+		}
+		return
 	}
 }
 
@@ -252,9 +450,10 @@ func (k *KeyedTokenBucket[K]) Prune() int {
 	return dropped
 }
 
-// Stats returns, over all keys, the leases granted and the acquisitions
-// refused (TryAcquire refusals for want of permits, and failed Acquire
-// calls), and as Available the permits of a key not yet seen: Burst.
+// Stats returns, over all keys, the leases granted, the acquisitions
+// refused (TryAcquire refusals and failed Acquire calls), the Acquire calls
+// waiting and their permits, and as Available the permits of a key not yet
+// seen: Burst.
 func (k *KeyedTokenBucket[K]) Stats() Stats {
 	st := Stats{Available: k.cfg.burst}
 	for i := range k.shards {
@@ -262,6 +461,12 @@ func (k *KeyedTokenBucket[K]) Stats() Stats {
 		s.mu.Lock()
 		st.Granted += s.granted
 		st.Rejected += s.rejected
+		for _, q := range s.waits {
+			st.Waiters += len(q.ws)
+			for _, w := range q.ws {
+				st.Queued += int64(w.n)
+			}
+		}
 		s.mu.Unlock()
 	}
 	return st
@@ -271,9 +476,12 @@ func (k *KeyedTokenBucket[K]) Stats() Stats {
 // of k with key, so it can be handed to anything that takes a Limiter.
 func (k *KeyedTokenBucket[K]) For(key K) Limiter { return forKey[K]{k, key} }
 
-// Close makes later calls fail with ErrClosed. It returns nil.
+// Close fails every waiting Acquire with ErrClosed and makes later calls
+// fail with ErrClosed. It returns nil, also when called again.
 func (k *KeyedTokenBucket[K]) Close() error {
-	k.closed.Store(true)
+	if !k.closed.Swap(true) {
+		close(k.done)
+	}
 	return nil
 }
 
@@ -282,24 +490,104 @@ func (k *KeyedTokenBucket[K]) Close() error {
 func (k *KeyedTokenBucket[K]) Quota(key K) Quota {
 	c := k.cfg
 	now := int64(time.Since(k.origin))
-	h := maphash.Comparable(k.seed, key)
-	s := &k.shards[h>>(64-6)]
+	s, h := k.locate(key)
 	s.mu.Lock()
+	k.rebase(s, now)
 	var debt int64
 	if len(s.ctrl) > 0 {
 		if i, found := s.find(key, h); found {
 			debt = max(s.slots[i].tat-(now-s.base)*c.n, 0)
 		}
 	}
+	waiting := s.waits[key] != nil
 	s.mu.Unlock()
 	window, ok := mulDivCeil(c.burst, c.d, c.n)
 	if !ok {
 		window = int64(1<<63 - 1)
 	}
-	return Quota{
+	q := Quota{
 		Limit:     c.burst,
 		Window:    time.Duration(window),
 		Remaining: max((c.tol-debt)/c.d, 0),
 		Reset:     time.Duration(ceilDiv(debt, c.n)),
 	}
+	if waiting {
+		q.Remaining = 0
+	}
+	return q
 }
+
+// bucketPart is one key of a KeyedTokenBucket as a Chain part.
+type bucketPart[K comparable] struct {
+	k     *KeyedTokenBucket[K]
+	s     *bucketShard[K]
+	key   K
+	h     uint64
+	debt  int64 // the key's debt, in scaled units, before the chain's first take
+	takes int
+}
+
+func (k *KeyedTokenBucket[K]) resolve(key K) (Limiter, part, pinner, error) {
+	s, h := k.locate(key)
+	return nil, &bucketPart[K]{k: k, s: s, key: key, h: h}, nil, nil
+}
+
+func (k *KeyedTokenBucket[K]) givesBack(K) bool { return false }
+
+func (p *bucketPart[K]) mutex() *sync.Mutex { return &p.s.mu }
+
+func (p *bucketPart[K]) take(t time.Time, n int) (bool, reason, int64) {
+	k, s := p.k, p.s
+	if why := k.check(n); why != reasonNone {
+		return false, why, 0
+	}
+	if s.waits[p.key] != nil {
+		return false, reasonLimited, 0
+	}
+	now := int64(t.Sub(k.origin))
+	if p.takes == 0 {
+		// Rebase and make room before recording the state to restore, so
+		// that no rebuild comes between the take and its undo.
+		k.rebase(s, now)
+		if len(s.ctrl) == 0 {
+			k.makeRoom(s, now)
+		}
+		i, found := s.find(p.key, p.h)
+		if !found {
+			k.makeRoom(s, now)
+			i, _ = s.find(p.key, p.h)
+			s.ctrl[i] = tagOf(p.h)
+			s.slots[i] = bucketSlot[K]{key: p.key, tat: (now - s.base) * k.cfg.n} // full: as if new
+			s.count++
+		}
+		// The debt at now, which another key's insertion (a rebuild,
+		// rebasing the shard) does not change.
+		p.debt = max(s.slots[i].tat-(now-s.base)*k.cfg.n, 0)
+	}
+	ok, retry := k.step(s, p.key, p.h, now, n)
+	if ok {
+		p.takes++
+	}
+	return ok, reasonLimited, retry
+}
+
+// undo restores the key's debt at the chain's instant: exactly its state
+// before (a full bucket, as for a new key, is any state at or before now).
+func (p *bucketPart[K]) undo(t time.Time, _ int) {
+	if p.takes--; p.takes == 0 {
+		now := int64(t.Sub(p.k.origin))
+		i, _ := p.s.find(p.key, p.h)
+		p.s.slots[i].tat = p.debt + (now-p.s.base)*p.k.cfg.n
+	}
+}
+
+func (p *bucketPart[K]) settle() {}
+
+func (p *bucketPart[K]) grant(n int) Lease {
+	p.s.mu.Lock()
+	p.s.granted++
+	p.s.mu.Unlock()
+	return Lease{permits: n, granted: true}
+}
+
+func (p *bucketPart[K]) refuse() { p.s.rejected++ }

@@ -32,15 +32,6 @@ type policy interface {
 	quota(now int64) Quota
 }
 
-// refunder is implemented by this package's limiters so that a Chain can
-// give back permits it took when a later member refused: a failed chain
-// consumes nothing. The permits were taken at or after since (read from the
-// monotonic clock before the taking call); a refund that could no longer be
-// made exactly is dropped (the permits stay spent), never over-credited.
-type refunder interface {
-	refund(n int, since time.Time)
-}
-
 const closedBit = 1 << 30
 
 // waiter is one Acquire call waiting in the queue.
@@ -50,7 +41,6 @@ type waiter struct {
 	ready      chan struct{} // poked when done, or when it becomes head or its wake time changes
 	done       bool          // granted or failed; guarded by base.mu
 	err        error
-	at         int64 // when it was granted, in the limiter's time; guarded by base.mu
 }
 
 // base holds what every limiter shares: clock origin, queue, counters, Close.
@@ -104,18 +94,6 @@ func (b *base) grant(n int) Lease {
 	b.granted.Add(1)
 	return Lease{rel: b.rel, permits: n, granted: true}
 }
-
-// grantAt is grant for a lease granted at now, which it records in the
-// lease (in retry, unused by a granted lease) so that a Chain that gives the
-// lease back can tell the limiter exactly when it was taken.
-func (b *base) grantAt(n int, now int64) Lease {
-	b.granted.Add(1)
-	return Lease{rel: b.rel, permits: n, granted: true, retry: time.Duration(now + 1)}
-}
-
-// epoch is the limiter's time origin: a granted lease's recorded instant
-// (see grantAt) counts from it.
-func (b *base) epoch() time.Time { return b.origin }
 
 func (b *base) reject(why reason, retry int64) Lease {
 	b.rejected.Add(1)
@@ -226,7 +204,7 @@ func (b *base) takeNow(ctx context.Context, n int, now int64) (l Lease, ok bool,
 	retry := b.wakeAt - now
 	if first {
 		if ok, retry = b.pol.take(now, n); ok {
-			return b.grantAt(n, now), true, nil
+			return b.grant(n), true, nil
 		}
 	}
 	if err := pastDeadline(ctx, time.Duration(retry)); err != nil {
@@ -356,7 +334,7 @@ func (b *base) dispatch(now int64) {
 			return
 		}
 		b.remove(w)
-		w.done, w.at = true, now
+		w.done = true
 		b.granted.Add(1)
 		poke(w)
 	}
@@ -421,7 +399,7 @@ func (b *base) finish(w *waiter) (Lease, error) {
 	if err != nil {
 		return Denied(err, 0), err
 	}
-	return Lease{rel: b.rel, permits: n, granted: true, retry: time.Duration(w.at + 1)}, nil
+	return Lease{rel: b.rel, permits: n, granted: true}, nil
 }
 
 // cancel removes w after its context ended. A grant that won the race is

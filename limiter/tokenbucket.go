@@ -2,7 +2,6 @@ package limiter
 
 import (
 	"context"
-	"time"
 )
 
 // TokenBucketOptions configures NewTokenBucket.
@@ -64,7 +63,7 @@ func (t *TokenBucket) Acquire(ctx context.Context, n int) (Lease, error) {
 	if t.gate.Load() == 0 && n >= 0 && ctx.Err() == nil {
 		now := t.now()
 		if st, _ := t.g.tryTake(now, int64(n)); st == takeOK {
-			return t.grantAt(n, now), nil
+			return t.grant(n), nil
 		}
 	}
 	return t.acquire(ctx, n)
@@ -103,15 +102,6 @@ func (t *TokenBucket) Stats() Stats { return t.stats() }
 // Close fails every waiting Acquire with ErrClosed; later acquisitions fail
 // with ErrClosed too. It returns nil, also when called again.
 func (t *TokenBucket) Close() error { return t.close() }
-
-func (t *TokenBucket) refund(n int, since time.Time) {
-	t.mu.Lock()
-	if now := t.now(); t.g.refund(now, int64(n), now-t.instant(since)) {
-		t.granted.Add(-1)
-	}
-	t.mu.Unlock()
-	t.kick()
-}
 
 // LeakyBucketOptions configures NewLeakyBucket.
 type LeakyBucketOptions struct {
@@ -169,7 +159,7 @@ func (l *LeakyBucket) Acquire(ctx context.Context, n int) (Lease, error) {
 	if l.gate.Load() == 0 && n >= 0 && ctx.Err() == nil {
 		now := l.now()
 		if st, _ := l.g.tryTake(now, int64(n)); st == takeOK {
-			return l.grantAt(n, now), nil
+			return l.grant(n), nil
 		}
 	}
 	return l.acquire(ctx, n)
@@ -198,12 +188,3 @@ func (l *LeakyBucket) Stats() Stats { return l.stats() }
 // Close fails every waiting Acquire with ErrClosed; later acquisitions fail
 // with ErrClosed too. It returns nil, also when called again.
 func (l *LeakyBucket) Close() error { return l.close() }
-
-func (l *LeakyBucket) refund(n int, since time.Time) {
-	l.mu.Lock()
-	if now := l.now(); l.g.refund(now, int64(n), now-l.instant(since)) {
-		l.granted.Add(-1)
-	}
-	l.mu.Unlock()
-	l.kick()
-}

@@ -577,8 +577,8 @@ func chainCheck(cs []chainMember, s chainSchedule, r *chainRun) error {
 		if closed && i == s.closeMember {
 			continue
 		}
-		if st := r.fresh[i]; st.Available != int64(m.c.capacity()) || st.Waiters != 0 || st.Queued != 0 {
-			fail("member %d not as new after every lease was released and a full recovery: Stats %+v, want Available %d", i, st, m.c.capacity())
+		if st := r.fresh[i]; st.Available != m.c.freshAvailable() || st.Waiters != 0 || st.Queued != 0 {
+			fail("member %d not as new after every lease was released and a full recovery: Stats %+v, want Available %d", i, st, m.c.freshAvailable())
 		}
 	}
 	if !closed && !r.freshTry.granted {

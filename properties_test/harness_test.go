@@ -151,6 +151,23 @@ func (c config) capacity() int {
 	return c.limit
 }
 
+// freshAvailable is what Stats().Available says of a new (or recovered)
+// limiter: its capacity, except for a pacer, which grants any request up to
+// its maximum once its slot has come and says so; that maximum depends on
+// the rate, so it is read from a new pacer (TestLeakyBucketAvailable in
+// package limiter checks that it is granted and that one more is not).
+func (c config) freshAvailable() int64 {
+	if c.kind != leakyBucket {
+		return int64(c.capacity())
+	}
+	l, err := c.build()
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return l.Stats().Available
+}
+
 // requestScale is the size range requests are drawn from.
 func (c config) requestScale() int {
 	if c.kind == leakyBucket {

@@ -25,12 +25,16 @@ type model struct {
 	closed bool
 
 	granted, rejected int64 // what Stats must count
+	pacerMax          int64 // what a pacer's open slot grants at most
 }
 
 func newModel(c config) *model {
 	m := &model{c: c}
 	if c.kind == tokenBucket || c.kind == leakyBucket {
 		m.n, m.d = c.rate()
+	}
+	if c.kind == leakyBucket {
+		m.pacerMax = c.freshAvailable()
 	}
 	return m
 }
@@ -168,7 +172,7 @@ func (m *model) allow(t, k int64) (bool, time.Duration) {
 }
 
 // available is what Stats().Available must say: the most permits a request
-// could be granted at t (for a pacer: 1 if its slot has come, else 0).
+// could be granted at t (for a pacer: its maximum if its slot has come, else 0).
 func (m *model) available(t time.Duration) int64 {
 	switch m.c.kind {
 	case tokenBucket, fixedWindow, slidingWindow, slidingLog:
@@ -182,7 +186,7 @@ func (m *model) available(t time.Duration) int64 {
 		return k
 	case leakyBucket:
 		if ok, _ := m.allow(int64(t), 1); ok {
-			return 1
+			return m.pacerMax
 		}
 		return 0
 	default:

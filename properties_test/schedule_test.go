@@ -462,8 +462,8 @@ func checkRun(c config, s schedule, r *run) error {
 			fail("after Close: %s, want ErrClosed", r.fresh)
 		}
 	} else {
-		if r.statsFresh.Available != int64(c.capacity()) || r.statsFresh.Waiters != 0 || r.statsFresh.Queued != 0 {
-			fail("not as new after a full window with nothing held: Stats %+v, want Available %d", r.statsFresh, c.capacity())
+		if r.statsFresh.Available != c.freshAvailable() || r.statsFresh.Waiters != 0 || r.statsFresh.Queued != 0 {
+			fail("not as new after a full window with nothing held: Stats %+v, want Available %d", r.statsFresh, c.freshAvailable())
 		}
 		if !r.fresh.granted {
 			fail("not as new after a full window with nothing held: %s", r.fresh)
