@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var small = config{Limit: 3, Window: time.Second, Requests: 6, Clients: 2, Reports: 3, ReportRate: 10, Wait: time.Second}
+
+// The plain client is refused what is over the limit; the Transport client
+// sends as many and is refused none; the queued reports are all served;
+// the server never served more than the limit in a window.
+func TestRun(t *testing.T) {
+	var out bytes.Buffer
+	res, err := run(t.Context(), &out, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.PlainSent != 6 || res.PlainRefused != 3 {
+		t.Errorf("plain client: %d sent, %d refused; want 6 and 3", res.PlainSent, res.PlainRefused)
+	}
+	if res.Sent != 6 || res.Refused != 0 {
+		t.Errorf("Transport client: %d sent, %d refused; want 6 and 0", res.Sent, res.Refused)
+	}
+	if res.ReportsServed != 3 {
+		t.Errorf("%d reports served, want 3", res.ReportsServed)
+	}
+	if res.MaxInWindow > 3 || res.MaxInWindow < 1 {
+		t.Errorf("max in a window %d, want 1 to 3", res.MaxInWindow)
+	}
+	for _, want := range []string{"6 requests sent,  0 refused with 429", "3 served in turn"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestCLI: -h prints the usage and exits 0; an unknown flag, an extra
+// argument or a bad value prints why and exits 2 without running.
+func TestCLI(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		say  string
+	}{
+		{[]string{"-h"}, 0, "Usage: apiserver [flags]"},
+		{[]string{"-help"}, 0, "-report-rate int"},
+		{[]string{"-bogus"}, 2, "flag provided but not defined: -bogus"},
+		{[]string{"extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"-limit", "many"}, 2, `invalid value "many" for flag -limit`},
+		{[]string{"-limit", "0"}, 2, "-limit must be positive"},
+		{[]string{"-window", "-1s"}, 2, "-window must be positive"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := cli(t.Context(), tc.args, &stdout, &stderr)
+		if code != tc.code || !strings.Contains(stderr.String(), tc.say) {
+			t.Errorf("apiserver %q: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr.String(), tc.code, tc.say)
+		}
+		if stdout.Len() != 0 {
+			t.Errorf("apiserver %q ran: %q", tc.args, stdout.String())
+		}
+	}
+}

@@ -1,0 +1,103 @@
+package httplimit_test
+
+import (
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"time"
+
+	"github.com/rategate/rategate/httplimit"
+	"github.com/rategate/rategate/limiter"
+)
+
+// The one-liner: at most 2 requests per client address in any minute.
+func ExampleLimitByIP() {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "hello\n") })
+	srv := httptest.NewServer(httplimit.LimitByIP(2, time.Minute)(mux))
+	defer srv.Close()
+
+	for range 3 {
+		resp, err := srv.Client().Get(srv.URL + "/hello")
+		if err != nil {
+			log.Fatal(err)
+		}
+		resp.Body.Close()
+		fmt.Printf("%s | RateLimit: %s | Retry-After: %q\n", resp.Status, resp.Header.Get("RateLimit"), resp.Header.Get("Retry-After"))
+	}
+	// Output:
+	// 200 OK | RateLimit: "default";r=1;t=60 | Retry-After: ""
+	// 200 OK | RateLimit: "default";r=0;t=60 | Retry-After: ""
+	// 429 Too Many Requests | RateLimit: "default";r=0;t=60 | Retry-After: "60"
+}
+
+// A limit per client behind a reverse proxy, with a hook that counts the
+// decisions, and a costlier route.
+func ExampleNew() {
+	// 10 permits per client, refilled at 10 a second; a search costs 5.
+	buckets, err := limiter.NewKeyedTokenBucket[string](limiter.TokenBucketOptions{Rate: limiter.Per(10, time.Second), Burst: 10})
+	if err != nil {
+		log.Fatal(err)
+	}
+	count := map[httplimit.Outcome]int{}
+	m, err := httplimit.New(httplimit.Options{
+		Keyed: buckets,
+		// The proxy at 10.0.0.0/8 appends the client to X-Forwarded-For.
+		Key: httplimit.ClientIP(netip.MustParsePrefix("10.0.0.0/8")),
+		Cost: func(r *http.Request) int {
+			if r.URL.Path == "/search" {
+				return 5
+			}
+			return 1
+		},
+		OnDecision: func(_ *http.Request, d httplimit.Decision) { count[d.Outcome]++ },
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
+
+	for _, path := range []string{"/search", "/search", "/item"} {
+		r := httptest.NewRequest("GET", path, nil)
+		r.RemoteAddr = "10.0.0.1:4321" // the proxy
+		r.Header.Set("X-Forwarded-For", "198.51.100.7")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Println(path, w.Code, w.Header().Get("RateLimit-Policy"))
+	}
+	fmt.Println(count[httplimit.Served], "served,", count[httplimit.Limited], "limited")
+	// Output:
+	// /search 200 "default";q=10;w=1
+	// /search 200 "default";q=10;w=1
+	// /item 429 "default";q=10;w=1
+	// 2 served, 1 limited
+}
+
+// A client that keeps to the quota a server advertises: the server allows
+// 3 requests per client per second, the client sends 6 and is refused none,
+// as it waits for the next window when the RateLimit field says r=0.
+func ExampleTransport() {
+	srv := httptest.NewServer(httplimit.LimitByIP(3, time.Second)(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, "ok")
+	})))
+	defer srv.Close()
+
+	client := &http.Client{Transport: &httplimit.Transport{Base: srv.Client().Transport}}
+	refused := 0
+	for range 6 {
+		resp, err := client.Get(srv.URL)
+		if err != nil {
+			log.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			refused++
+		}
+	}
+	fmt.Println("sent 6, refused", refused)
+	// Output: sent 6, refused 0
+}
