@@ -66,10 +66,7 @@ func TestConservation(t *testing.T) {
 				t.Fatalf("waiter %d: %v", id, o.err)
 			}
 		}
-		wantAvail := int64(3)
-		if a.pacer {
-			wantAvail = 1
-		}
+		wantAvail := mustMake(t, a, 3, QueueOptions{}).Stats().Available // as a new one
 		if st := used.Stats(); st.Available != wantAvail || st.Waiters != 0 || st.Queued != 0 {
 			t.Fatalf("used limiter's Stats = %+v", st)
 		}
