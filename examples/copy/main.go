@@ -20,6 +20,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -55,9 +56,10 @@ type result struct {
 const demoSize = 3 << 20
 
 // env is the program's surroundings: its standard streams, and whether
-// stdin is a terminal, from which copy does not read unless told to ("-").
+// stdin is a terminal (or another device), from which copy does not read
+// unless told to with "-".
 type env struct {
-	Stdin          io.Reader
+	Stdin          io.Reader // if an *os.File, copy also refuses to write over it
 	StdinTerminal  bool
 	Stdout, Stderr io.Writer
 }
@@ -69,17 +71,15 @@ func main() {
 	os.Exit(code)
 }
 
-// isTerminal reports whether f is a terminal, or a device other than
-// os.DevNull: copy reads such a stdin only when told to with "-". (The
-// standard library has no isatty; a character device is what a terminal
-// looks like to os.Stat.)
+// isTerminal reports whether f is a terminal or another character device,
+// such as the os.DevNull that cron, nohup and services give a program for
+// stdin: copy reads such a stdin only when told to with "-", so that a
+// forgotten input never truncates the output to nothing. (The standard
+// library has no isatty; a character device is what a terminal looks like
+// to os.Stat.)
 func isTerminal(f *os.File) bool {
 	st, err := f.Stat()
-	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
-		return false
-	}
-	null, err := os.Stat(os.DevNull)
-	return err != nil || !os.SameFile(st, null)
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 const usageText = `Usage: copy [flags] [input]
@@ -89,7 +89,8 @@ far, current and average rate, ETA) to stderr every -every.
 
 input is a file, or - for stdin. With no input, copy reads stdin if it is a
 pipe or a file (cat big.log | copy -o copy.log) and refuses if it is a
-terminal. -demo copies 3 MiB of generated data instead, and discards it.
+terminal or a device such as /dev/null. -demo copies 3 MiB of generated
+data instead, and discards it. copy refuses to write -o over its input.
 
 Sizes take B, kB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers
 of 1024), in any case. A rate is a size per unit of time: 2MiB/s, 500kB/s,
@@ -190,7 +191,7 @@ func (o options) config(e env) (config, error) {
 	case o.demo && (o.input != "" || o.out != ""):
 		return cfg, errors.New("-demo copies generated data and discards it: it takes no input and no -o")
 	case !o.demo && o.input == "" && e.StdinTerminal:
-		return cfg, errors.New("no input: name a file to copy (- for stdin), or pipe data in; stdin is a terminal, so copy does not wait for you to type (-demo copies generated data)")
+		return cfg, errors.New("no input: name a file to copy (- for stdin), or pipe data in; stdin is a terminal or a device, which copy reads only when named - (-demo copies generated data)")
 	}
 	return cfg, nil
 }
@@ -211,13 +212,14 @@ func newBucket(cfg config) (*limiter.TokenBucket, error) {
 // that closes them (and reports a failure to write the output's end).
 func openFiles(cfg *config, o options, e env) (closeFiles func() error, err error) {
 	closeFiles = func() error { return nil }
-	var in *os.File
+	var in, stdin *os.File // the input, if copy opened it; stdin, if a file
 	switch {
 	case o.demo:
 		fmt.Fprintf(e.Stderr, "copying %s of generated data at %s and discarding it\n", pipe.FormatBytes(demoSize), o.rate)
 		cfg.In, cfg.Size = io.LimitReader(zeros{}, demoSize), demoSize
 	case o.input == "" || o.input == "-":
 		cfg.In = e.Stdin
+		stdin, _ = e.Stdin.(*os.File)
 	default:
 		if in, err = openInput(o.input); err != nil {
 			return closeFiles, err
@@ -233,7 +235,7 @@ func openFiles(cfg *config, o options, e env) (closeFiles func() error, err erro
 	case "-":
 		cfg.Out = e.Stdout
 	default:
-		out, err := createOutput(o.out, in)
+		out, err := createOutput(o.out, cmp.Or(in, stdin))
 		if err != nil {
 			if in != nil {
 				in.Close()
@@ -267,7 +269,7 @@ func openInput(name string) (*os.File, error) {
 }
 
 // createOutput creates (or truncates) the named output, unless it is the
-// input: truncating it would destroy what is to be copied.
+// input (in, if not nil): truncating it would destroy what is to be copied.
 func createOutput(name string, in *os.File) (*os.File, error) {
 	if in != nil {
 		ist, err1 := in.Stat()

@@ -185,27 +185,50 @@ func TestCLIStdinToFile(t *testing.T) {
 	}
 }
 
+// TestIsTerminal: copy reads, without "-", a piped stdin or a file, but not
+// a terminal or another device such as /dev/null.
 func TestIsTerminal(t *testing.T) {
 	null, err := os.Open(os.DevNull)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer null.Close()
-	f, err := os.Open(filepath.Join(t.TempDir(), ".."))
+	file, err := os.Open(filepath.Join(t.TempDir(), ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	if isTerminal(null) || isTerminal(f) {
-		t.Errorf("isTerminal(%s) = %v, isTerminal(a directory) = %v; want false: copy may read them", os.DevNull, isTerminal(null), isTerminal(f))
-	}
+	defer file.Close()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
 	defer w.Close()
-	if isTerminal(r) {
-		t.Error("isTerminal(a pipe) = true")
+	if !isTerminal(null) || isTerminal(file) || isTerminal(r) {
+		t.Errorf("isTerminal: %s %v, a directory %v, a pipe %v; want true, false, false", os.DevNull, isTerminal(null), isTerminal(file), isTerminal(r))
+	}
+}
+
+// TestCLIStdinIsOutput: `copy -o x.log < x.log` would truncate x.log before
+// reading it; copy refuses, with or without "-".
+func TestCLIStdinIsOutput(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "x.log")
+	if err := os.WriteFile(name, []byte("the only copy"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"-o", name}, {"-o", name, "-"}} {
+		f, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		code := cli(t.Context(), args, env{Stdin: f, Stdout: &bytes.Buffer{}, Stderr: &stderr})
+		f.Close()
+		if want := "-o " + name + " is the input file"; code != 1 || !strings.Contains(stderr.String(), want) {
+			t.Errorf("copy %q < %s: status %d, stderr %q; want 1 and %q", args, name, code, stderr.String(), want)
+		}
+		if got, err := os.ReadFile(name); err != nil || string(got) != "the only copy" {
+			t.Fatalf("after copy %q < %s, it holds %q (%v)", args, name, got, err)
+		}
 	}
 }
