@@ -136,6 +136,13 @@ func TestChainLiveness(t *testing.T) {
 type chainMember struct {
 	c       config
 	foreign bool
+	// slow, for a foreign member, is how long its TryAcquire takes (virtual
+	// time), as a remote limiter's round trip does: other goroutines use the
+	// chain's other members meanwhile. A chain that took from an earlier
+	// member before asking this one, and gave back after it refused, would
+	// hand back someone else's grant or over-credit a bucket (issue 12,
+	// bugs 1 and 2): the members' bounds and exact grant counts show it.
+	slow time.Duration
 }
 
 func chainDrawConfigs(t *rapid.T) []chainMember {
@@ -161,33 +168,33 @@ func chainDrawConfigs(t *rapid.T) []chainMember {
 		if k == concurrency {
 			cs[i].foreign = rapid.IntRange(0, 3).Draw(t, "foreign") == 0
 		}
+		if cs[i].foreign {
+			cs[i].slow = time.Duration(rapid.IntRange(0, 3).Draw(t, "slowUnits")) * cs[i].c.unit()
+		}
 	}
 	return cs
 }
 
 // chainLoose reports whether a member may count grants that the chain gave
-// back, because the chain dropped the refund (it never over-credits; the
-// member's bound and its recovery are checked regardless):
-//   - a foreign member, whose leases the chain gives back by Release;
-//   - a bucket whose permit costs less than 2ns: a refund is exact only while
-//     the permit's cost has not drained, which at nanosecond resolution it
-//     has at once.
-//
-// Windows are exact: the chain tells each member when it took the permits
-// (a lease granted from a queue records its instant), so a take at a
-// window's edge is refunded to the window it was in.
-func chainLoose(m chainMember) bool {
-	if m.c.kind == tokenBucket || m.c.kind == leakyBucket {
-		n, d := m.c.rate()
-		return 2*n > d
-	}
-	return m.foreign
+// back: a foreign member, whose leases the chain gives back by Release
+// (the member's bound and its recovery are checked regardless). Members of
+// package limiter are exact: the chain decides them under their locks at
+// one instant and undoes a refused decision before any lock is released.
+func chainLoose(m chainMember) bool { return m.foreign }
+
+// chainForeign is a Concurrency seen as a Limiter from another package,
+// whose TryAcquire takes slow (virtual time) before it decides.
+type chainForeign struct {
+	c    *limiter.Concurrency
+	slow time.Duration
 }
 
-// chainForeign is a Concurrency seen as a Limiter from another package.
-type chainForeign struct{ c *limiter.Concurrency }
-
-func (f chainForeign) TryAcquire(n int) limiter.Lease { return f.c.TryAcquire(n) }
+func (f chainForeign) TryAcquire(n int) limiter.Lease {
+	if f.slow > 0 {
+		time.Sleep(f.slow)
+	}
+	return f.c.TryAcquire(n)
+}
 func (f chainForeign) Acquire(ctx context.Context, n int) (limiter.Lease, error) {
 	return f.c.Acquire(ctx, n)
 }
@@ -207,7 +214,7 @@ func chainBuild(cs []chainMember) ([]chainBuilt, limiter.Limiter, error) {
 		}
 		ms[i] = chainBuilt{lim: l, member: l}
 		if m.foreign {
-			ms[i].member = chainForeign{l.(*limiter.Concurrency)}
+			ms[i].member = chainForeign{l.(*limiter.Concurrency), m.slow}
 		}
 		ls[i] = ms[i].member
 	}
@@ -229,7 +236,7 @@ func chainDescribe(cs []chainMember, s chainSchedule) string {
 	for i, m := range cs {
 		f := ""
 		if m.foreign {
-			f = " (foreign wrapper)"
+			f = fmt.Sprintf(" (foreign wrapper, TryAcquire takes %v)", m.slow)
 		}
 		fmt.Fprintf(&sb, "  %d: %v%s\n", i, m.c, f)
 	}
