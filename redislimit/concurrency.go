@@ -203,7 +203,12 @@ func (l *ccLease) ReleasePermits(int) {
 		default:
 		}
 	}
-	roundTrip(context.Background(), l.e.c, l.e.timeout, ccReleaseScript, l.h.keys, l.member)
+	v, err := roundTrip(context.Background(), l.e.c, l.e.timeout, ccReleaseScript, l.h.keys, l.member)
+	if err == nil && l.e.onRelease != nil {
+		if vals, err := ints(v, 3); err == nil {
+			l.e.onRelease(vals[0])
+		}
+	}
 }
 
 func (c *ccState) releasedChan() <-chan struct{} {
@@ -260,6 +265,9 @@ func (c *ccState) renewOne(e *engine, ls []*ccLease) {
 	vals, err := ints(v, 3+len(ls))
 	if err != nil {
 		return
+	}
+	if e.onRenew != nil {
+		e.onRenew(vals[0])
 	}
 	c.mu.Lock()
 	for i, l := range ls {

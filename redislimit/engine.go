@@ -55,6 +55,13 @@ type engine struct {
 	flights map[string]*flight // by hash tag: a decision is on its way
 
 	cc *ccState // NewConcurrency only
+
+	// onGrant, when set (by tests), is called with the Redis time (µs) and
+	// the permits of every grant Redis decided.
+	onGrant func(now int64, n int)
+	// onRelease and onRenew, when set (by tests), are called with the Redis
+	// time of every semaphore release and renewal Redis answered.
+	onRelease, onRenew func(now int64)
 }
 
 // flight is a script call on its way for one limit and the requests that
@@ -290,6 +297,9 @@ func (h *handle) tryAcquire(n int) limiter.Lease {
 	h.setQuota(res)
 	if res.granted {
 		e.granted.Add(1)
+		if e.onGrant != nil {
+			e.onGrant(res.now, n)
+		}
 		return e.grant(h, n, arg)
 	}
 	e.rejected.Add(1)
@@ -369,6 +379,9 @@ func (h *handle) wait(ctx context.Context, n int) (limiter.Lease, error) {
 		}
 		h.setQuota(res)
 		if res.granted {
+			if e.onGrant != nil {
+				e.onGrant(res.now, n)
+			}
 			return e.grant(h, n, arg), nil
 		}
 		d := jitter(res.wait, attempt)
@@ -383,16 +396,25 @@ func (h *handle) wait(ctx context.Context, n int) (limiter.Lease, error) {
 	}
 }
 
-// jitter returns the wait before asking again: the script's wait plus up
-// to an eighth more, so that processes refused at one instant do not all
-// ask again at the next; with no known wait (a semaphore waiting for a
-// release by another process), a jittered exponential backoff from 1ms to
-// 64ms.
+// jitter returns the wait before asking again. The first wait is the
+// script's, exactly, so that a lone waiter loses no time. A waiter refused
+// again after waiting lost a race with other waiters (in other processes:
+// those in this process go together in one script call), and adds a random
+// part of up to attempt/8 of the wait, at most attempt milliseconds
+// (attempt counted up to 4), so that processes refused at one instant do not
+// all ask again at the next. With no known wait (a semaphore waiting for a
+// release by another process), it backs off exponentially from 1ms to
+// 64ms, jittered the same way.
 func jitter(wait time.Duration, attempt int) time.Duration {
 	if wait < 0 {
 		wait = time.Millisecond << min(attempt, 6)
 	}
-	return wait + time.Duration(rand.Int64N(int64(wait/8)+1))
+	if attempt == 0 {
+		return wait
+	}
+	k := int64(min(attempt, 4))
+	spread := min(int64(wait)*k/8, k*int64(time.Millisecond))
+	return wait + time.Duration(rand.Int64N(spread+1))
 }
 
 // sleep waits d, or until ctx ends or the limiter is closed, or (for a
