@@ -285,7 +285,11 @@ func (p *Pool) nextKeyJob() (job, bool) {
 		if j, ok := p.tryKey(s.popReady()); ok {
 			return j, true
 		}
-		p.state.Add(-1)
+		// Give the slot back. If tryKey failed the last pending task of a
+		// closed pool, the pool is finished now.
+		if p.state.Add(-1) == closedBit {
+			p.finish()
+		}
 		p.wakeWaiter()
 	}
 	return job{}, false

@@ -326,3 +326,302 @@ func poolTaskCount(plan poolPlan) int {
 	}
 	return n
 }
+
+// keyTask is one drawn task of the per-key mode.
+type keyTask struct {
+	key     int
+	pause   time.Duration // before its GoKey
+	run     time.Duration // how long it runs unless its context ends first
+	timeout time.Duration // > 0: GoKey's ctx ends then, maybe before the task starts
+}
+
+type poolKeyPlan struct {
+	workers    int
+	queue      int // Options.Queue: the cap on queued keyed tasks
+	keys       []config
+	global     *config // Options.Limiter, chained with each key's
+	closeAt    time.Duration
+	submitters [][]keyTask
+}
+
+func (p poolKeyPlan) String() string {
+	g := "none"
+	if p.global != nil {
+		g = p.global.String()
+	}
+	return fmt.Sprintf("{workers %d queue %d keys %v global %s closeAt %v submitters %+v}", p.workers, p.queue, p.keys, g, p.closeAt, p.submitters)
+}
+
+type poolKeyOutcome struct {
+	starts    [][]grant // per key
+	all       []grant
+	runs      map[int]int
+	goErr     map[int]error
+	peak      int   // tasks running at once, at any instant
+	keyPeak   []int // per key
+	closed    bool
+	waitErr   error
+	buildErrs []string
+}
+
+// TestPoolKeyBounds draws 1-4 keys, each with a drawn limiter of any kind,
+// maybe a pool-wide Limiter chained with them, a pool (Workers, a cap on
+// queued keyed tasks), and 1-3 submitters of GoKey calls in any order, some
+// with a ctx that times out, and maybe a Close, and runs it in a synctest
+// bubble. Checked: never more than Workers tasks run at once (at every start,
+// under one lock with every finish); every key's starts keep its limiter's
+// bound, and all starts keep the pool Limiter's (a Concurrency limiter's:
+// tasks in use at once); every task runs at most once, never when its GoKey
+// failed, and GoKey fails only with ErrClosed after Close or its ctx's
+// deadline; every task that was queued and did not run is reported by Wait,
+// with an error its plan allows; and without Close, timeouts or limiter
+// queue caps, every task runs.
+func TestPoolKeyBounds(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(rt *rapid.T) {
+		plan := drawPoolKeyPlan(rt)
+		var out poolKeyOutcome
+		failure := runBubble(t, plan.String, func(pn *panics) {
+			out = poolKeyRun(pn, plan)
+		})
+		if failure != "" {
+			rt.Fatalf("%v\n%s", plan, failure)
+		}
+		if len(out.buildErrs) > 0 {
+			rt.Fatalf("%v\n%v", plan, out.buildErrs)
+		}
+		poolKeyCheck(rt, plan, out)
+	})
+}
+
+func drawPoolKeyPlan(rt *rapid.T) poolKeyPlan {
+	plan := poolKeyPlan{
+		workers: rapid.IntRange(1, 6).Draw(rt, "workers"),
+		queue:   rapid.SampledFrom([]int{0, 1, 2, 5}).Draw(rt, "queue"),
+		closeAt: -1,
+	}
+	u := time.Duration(0)
+	for range rapid.IntRange(1, 4).Draw(rt, "keys") {
+		c := drawConfig(rt, kind(rapid.IntRange(0, int(concurrency)).Draw(rt, "kind")), drawOpts{maxLimit: 6})
+		plan.keys = append(plan.keys, c)
+		u = max(u, c.unit())
+	}
+	if rapid.IntRange(0, 2).Draw(rt, "global") == 0 {
+		g := drawConfig(rt, kind(rapid.IntRange(0, int(concurrency)).Draw(rt, "globalKind")), drawOpts{maxLimit: 8})
+		plan.global = &g
+	}
+	if rapid.IntRange(0, 3).Draw(rt, "close") == 0 {
+		plan.closeAt = drawSpan(rt, 4*u, "closeAt")
+	}
+	for s := range rapid.IntRange(1, 3).Draw(rt, "submitters") {
+		var ts []keyTask
+		for range rapid.IntRange(1, 10).Draw(rt, fmt.Sprintf("tasks%d", s)) {
+			k := rapid.IntRange(0, len(plan.keys)-1).Draw(rt, "key")
+			ku := plan.keys[k].unit()
+			tk := keyTask{key: k, pause: drawSpan(rt, ku/4, "pause"), run: drawSpan(rt, ku, "run")}
+			if rapid.IntRange(0, 4).Draw(rt, "timeoutDie") == 0 {
+				tk.timeout = drawSpan(rt, 2*ku, "timeout") + 1
+			}
+			ts = append(ts, tk)
+		}
+		plan.submitters = append(plan.submitters, ts)
+	}
+	return plan
+}
+
+func poolKeyRun(pn *panics, plan poolKeyPlan) poolKeyOutcome {
+	out := poolKeyOutcome{runs: map[int]int{}, goErr: map[int]error{}, starts: make([][]grant, len(plan.keys)), keyPeak: make([]int, len(plan.keys))}
+	start := time.Now()
+	var lims []limiter.Limiter
+	for _, c := range plan.keys {
+		l, err := c.build()
+		if err != nil {
+			out.buildErrs = append(out.buildErrs, err.Error())
+			return out
+		}
+		defer l.Close()
+		lims = append(lims, l)
+	}
+	opts := pool.Options{Workers: plan.workers, Queue: plan.queue, PerKey: func(k string) limiter.Limiter {
+		var i int
+		fmt.Sscan(k, &i)
+		return lims[i]
+	}}
+	if plan.global != nil {
+		g, err := plan.global.build()
+		if err != nil {
+			out.buildErrs = append(out.buildErrs, err.Error())
+			return out
+		}
+		defer g.Close()
+		opts.Limiter = g
+	}
+	p, err := pool.New(opts)
+	if err != nil {
+		out.buildErrs = append(out.buildErrs, err.Error())
+		return out
+	}
+	var mu sync.Mutex
+	running, keyRunning := 0, make([]int, len(plan.keys))
+	task := func(id int, tk keyTask) func(context.Context) error {
+		return func(ctx context.Context) error {
+			mu.Lock()
+			g := grant{at: time.Since(start), n: 1, who: fmt.Sprint(id)}
+			out.starts[tk.key] = append(out.starts[tk.key], g)
+			out.all = append(out.all, g)
+			out.runs[id]++
+			running++
+			keyRunning[tk.key]++
+			out.peak = max(out.peak, running)
+			out.keyPeak[tk.key] = max(out.keyPeak[tk.key], keyRunning[tk.key])
+			mu.Unlock()
+			timer := time.NewTimer(tk.run)
+			defer timer.Stop()
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+			}
+			mu.Lock()
+			running--
+			keyRunning[tk.key]--
+			mu.Unlock()
+			return nil
+		}
+	}
+	var wg sync.WaitGroup
+	var cancels []context.CancelFunc
+	id := 0
+	for _, ts := range plan.submitters {
+		base := id
+		id += len(ts)
+		wg.Go(func() {
+			defer pn.recover("submitter")
+			for i, tk := range ts {
+				time.Sleep(tk.pause)
+				ctx := context.Background()
+				if tk.timeout > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, tk.timeout)
+					mu.Lock()
+					cancels = append(cancels, cancel)
+					mu.Unlock()
+				}
+				err := p.GoKey(ctx, fmt.Sprint(tk.key), task(base+i, tk))
+				mu.Lock()
+				out.goErr[base+i] = err
+				mu.Unlock()
+			}
+		})
+	}
+	if plan.closeAt >= 0 {
+		wg.Go(func() {
+			time.Sleep(plan.closeAt)
+			mu.Lock()
+			out.closed = true
+			mu.Unlock()
+			p.Close()
+		})
+	}
+	wg.Wait()
+	out.waitErr = p.Wait()
+	for _, cancel := range cancels {
+		cancel()
+	}
+	return out
+}
+
+func poolKeyCheck(rt *rapid.T, plan poolKeyPlan, out poolKeyOutcome) {
+	if out.peak > plan.workers {
+		rt.Fatalf("%d tasks ran at once, over %d workers", out.peak, plan.workers)
+	}
+	for k, c := range plan.keys {
+		checkPoolKeyBound(rt, c, out.starts[k], out.keyPeak[k], fmt.Sprintf("key %d", k))
+	}
+	if plan.global != nil {
+		checkPoolKeyBound(rt, *plan.global, out.all, out.peak, "the pool Limiter")
+	}
+	queueCapped := plan.global != nil && plan.global.queue.Limit > 0
+	for _, c := range plan.keys {
+		queueCapped = queueCapped || c.queue.Limit > 0
+	}
+	notRun, timeouts := checkGoKeyErrors(rt, plan, out)
+	if n := len(out.goErr); n != keyTaskCount(plan) {
+		rt.Fatalf("%d GoKey calls recorded of %d", n, keyTaskCount(plan))
+	}
+	if notRun > 0 && !out.closed && !timeouts && !queueCapped {
+		rt.Fatalf("%d queued tasks never ran, without Close, a timeout or a limiter queue cap; Wait = %v", notRun, out.waitErr)
+	}
+	var errs []error
+	if out.waitErr != nil {
+		joined, ok := out.waitErr.(interface{ Unwrap() []error })
+		if !ok {
+			rt.Fatalf("Wait = %v (%T), want errors.Join", out.waitErr, out.waitErr)
+		}
+		errs = joined.Unwrap()
+	}
+	if len(errs) != notRun {
+		rt.Fatalf("%d queued tasks did not run, Wait reports %d: %v", notRun, len(errs), out.waitErr)
+	}
+	for _, err := range errs {
+		ok := errors.Is(err, pool.ErrClosed) && out.closed || errors.Is(err, context.DeadlineExceeded) && timeouts ||
+			errors.Is(err, limiter.ErrQueueFull) && queueCapped
+		if !ok {
+			rt.Fatalf("Wait reports %v for a task that did not start", err)
+		}
+	}
+}
+
+// checkGoKeyErrors checks each task's runs against its GoKey's error, and
+// returns how many were queued and never ran, and whether any had a timeout.
+func checkGoKeyErrors(rt *rapid.T, plan poolKeyPlan, out poolKeyOutcome) (notRun int, timeouts bool) {
+	for id, goErr := range out.goErr {
+		tk := keyTaskOf(plan, id)
+		timeouts = timeouts || tk.timeout > 0
+		switch {
+		case out.runs[id] > 1:
+			rt.Fatalf("task %d %+v ran %d times", id, tk, out.runs[id])
+		case goErr != nil && out.runs[id] != 0:
+			rt.Fatalf("task %d %+v: GoKey returned %v, yet it ran", id, tk, goErr)
+		case goErr == nil && out.runs[id] == 0:
+			notRun++
+		case goErr == nil:
+		case errors.Is(goErr, pool.ErrClosed) && out.closed:
+		case tk.timeout > 0 && errors.Is(goErr, context.DeadlineExceeded):
+		default:
+			rt.Fatalf("task %d %+v: GoKey failed with %v", id, tk, goErr)
+		}
+	}
+	return notRun, timeouts
+}
+
+// checkPoolKeyBound checks starts (or, for a Concurrency limiter, the tasks
+// running at once) against c's bound.
+func checkPoolKeyBound(rt *rapid.T, c config, starts []grant, peak int, who string) {
+	if c.kind == concurrency {
+		if peak > c.limit {
+			rt.Fatalf("%s: %d tasks ran at once, over its concurrency limit %d", who, peak, c.limit)
+		}
+		return
+	}
+	if err := checkSafety(c, starts); err != nil {
+		rt.Fatalf("%s %v: the task starts broke its bound: %v", who, c, err)
+	}
+}
+
+func keyTaskOf(plan poolKeyPlan, id int) keyTask {
+	for _, ts := range plan.submitters {
+		if id < len(ts) {
+			return ts[id]
+		}
+		id -= len(ts)
+	}
+	return keyTask{}
+}
+
+func keyTaskCount(plan poolKeyPlan) int {
+	n := 0
+	for _, ts := range plan.submitters {
+		n += len(ts)
+	}
+	return n
+}
