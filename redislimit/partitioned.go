@@ -1,0 +1,658 @@
+package redislimit
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rategate/rategate/limiter"
+)
+
+// PartitionedOptions configures NewPartitioned.
+type PartitionedOptions struct {
+	// Rate is the global rate, shared by every process that uses the same
+	// Options.Key: limiter.Per(20000, time.Second).
+	Rate limiter.Rate
+	// Burst is the global burst. Partition i gets Burst/Partitions permits of
+	// it (one more for the first Burst%Partitions), so Burst must be at least
+	// Partitions. Zero or negative is an error.
+	Burst int
+	// Partitions is how many leases the capacity is split into, from 1 to
+	// MaxPartitions: each carries Rate/Partitions and its share of Burst. More
+	// partitions share the capacity more finely among processes; fewer mean
+	// fewer leases to renew. Use at least as many as the processes that will
+	// be busy at once. Zero or negative is an error.
+	Partitions int
+	// LeaseTTL is how long a lease lives in Redis after its last renewal, so
+	// how long a crashed or stalled holder's partitions stay out of use. A
+	// holder renews every LeaseTTL/3 and stops using a partition
+	// LeaseTTL/64 + 2ms before its lease can have expired. Zero means
+	// DefaultPartitionLeaseTTL; it must be at least MinPartitionLeaseTTL.
+	LeaseTTL time.Duration
+}
+
+const (
+	// MaxPartitions is the largest PartitionedOptions.Partitions.
+	MaxPartitions = 1024
+	// DefaultPartitionLeaseTTL is the lease TTL when PartitionedOptions.LeaseTTL is zero.
+	DefaultPartitionLeaseTTL = time.Second
+	// MinPartitionLeaseTTL is the shortest PartitionedOptions.LeaseTTL.
+	MinPartitionLeaseTTL = 30 * time.Millisecond
+)
+
+// Partitioned is a global rate decided locally: the capacity (Rate and
+// Burst) is split into Partitions equal partitions that processes lease in
+// Redis, and each process grants from the partitions it holds without a
+// round trip. See the package documentation's section on it and
+// docs/partitioned.md for the model and the argument that the global bound
+// holds while processes start, stop, crash and stall and while Redis
+// restarts.
+//
+// Bound: summed over every process using the same Key, at most
+// Burst + Rate·t permits are granted in every interval of length t.
+//
+// TryAcquire and Acquire's fast path read the clock and do one
+// compare-and-swap; they never wait for Redis. Leases are taken, renewed and
+// given back by one goroutine that runs only while this process holds
+// partitions or wants some; an idle Partitioned gives its leases back and
+// has no goroutine. The first call after idling finds no partition and is
+// refused with limiter.ErrLimited (or, with Acquire, waits) while the lease
+// is fetched.
+//
+// A request takes all its permits from this process's partitions, so the
+// largest request the process can be granted is the burst of the
+// partitions it holds; a request over the global Burst fails with
+// limiter.ErrExceedsLimit.
+type Partitioned struct {
+	// Hot: read and written by every grant.
+	tat      atomic.Int64 // scaled debt state of the held partitions' bucket
+	cfg      atomic.Pointer[pconf]
+	waiting  atomic.Int32 // Acquire calls waiting: TryAcquire does not jump them
+	granted  atomic.Int64
+	permits  atomic.Int64 // permits granted
+	rejected atomic.Int64
+	demand   atomic.Int64 // refusals since the last sync: demand beyond the held partitions
+	// keeperRunning mirrors running, for hunger's check without the lock.
+	keeperRunning atomic.Bool
+	unavail       atomic.Pointer[error]
+
+	origin time.Time
+	o      Options
+	po     PartitionedOptions
+	key    string
+	client redis.UniversalClient
+	owner  string
+	unit   int64 // scaled units one partition earns per ns
+	cost   int64 // scaled units one permit costs
+	ttl    time.Duration
+	margin time.Duration
+	calls  atomic.Int64 // lease round trips
+
+	mu      sync.Mutex
+	parts   []int // partitions in use, ascending
+	pending []pendingPart
+	queue   []*pwaiter
+	queued  int64
+	changed chan struct{} // closed and replaced when the held capacity changes
+	closed  bool
+	closeCh chan struct{}
+
+	// The lease keeper goroutine's state, under mu.
+	running       bool
+	kick          chan struct{}
+	done          chan struct{}
+	excess        int   // partitions Redis asked us to give back
+	leaseDeadline int64 // ns since origin: when the leases of the last sync must no longer be used
+	lastSync      int64 // ns since origin
+	lastPermits   int64
+}
+
+// pconf is the configuration of the local bucket: which capacity the held
+// partitions give and until when their leases may be used.
+type pconf struct {
+	base     int64 // ns since origin at which scaled time is 0
+	deadline int64 // ns since origin: no grant at or after it (0: none held)
+	rate     int64 // scaled units earned per ns: partitions × unit
+	tol      int64 // scaled debt allowed after a grant: burst × cost
+	burst    int64 // permits of burst of the partitions in use
+	parts    int
+}
+
+// pendingPart is a partition leased during a quarantine (after Redis lost
+// its state): it is used from notBefore on.
+type pendingPart struct {
+	idx       int
+	notBefore int64 // ns since origin
+}
+
+type pwaiter struct {
+	n    int
+	turn chan struct{} // closed when the waiter is at the head of the queue
+}
+
+// NewPartitioned returns a Partitioned limiter that holds no partition yet,
+// or an *limiter.OptionError naming the first invalid option.
+func NewPartitioned(o Options, opts PartitionedOptions) (*Partitioned, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if opts.Rate.Events() <= 0 {
+		return nil, optErr("Rate", "events must be positive, got %d (use limiter.Per(n, d) with n > 0)", opts.Rate.Events())
+	}
+	if opts.Rate.Period() <= 0 {
+		return nil, optErr("Rate", "period must be positive, got %v", opts.Rate.Period())
+	}
+	if opts.Partitions <= 0 || opts.Partitions > MaxPartitions {
+		return nil, optErr("Partitions", "must be from 1 to %d, got %d", MaxPartitions, opts.Partitions)
+	}
+	if opts.Burst < opts.Partitions {
+		return nil, optErr("Burst", "must be at least Partitions (%d): every partition needs one permit of burst; got %d", opts.Partitions, opts.Burst)
+	}
+	ttl := opts.LeaseTTL
+	if ttl == 0 {
+		ttl = DefaultPartitionLeaseTTL
+	}
+	if ttl < MinPartitionLeaseTTL || ttl > 24*time.Hour {
+		return nil, optErr("LeaseTTL", "must be from %v to 24h, got %v", MinPartitionLeaseTTL, opts.LeaseTTL)
+	}
+	// One partition earns Rate/Partitions: n permits per d·P ns. In scaled
+	// units one ns is unit = n/g units and one permit cost = d·P/g units.
+	n, per, parts := opts.Rate.Events(), int64(opts.Rate.Period()), int64(opts.Partitions)
+	if per > math.MaxInt64/parts {
+		return nil, optErr("Rate", "period %v split into %d partitions overflows", opts.Rate.Period(), parts)
+	}
+	g := partGCD(n, per*parts)
+	unit, cost := n/g, per*parts/g
+	if cost > partScaledMax/int64(opts.Burst) {
+		return nil, optErr("Burst", "%d permits at %v in %d partitions overflows the bucket's arithmetic", opts.Burst, opts.Rate, parts)
+	}
+	if int64(ttl) > partScaledMax/(unit*parts) {
+		return nil, optErr("LeaseTTL", "%v at %v in %d partitions overflows the bucket's arithmetic", ttl, opts.Rate, parts)
+	}
+	var id [12]byte
+	rand.Read(id[:])
+	opts.LeaseTTL = ttl
+	p := &Partitioned{
+		origin:  time.Now(),
+		o:       o,
+		po:      opts,
+		key:     redisKey("pt", hashTag(o.Key, "", false), ""),
+		client:  boundedClient(o.Client, o.timeout()),
+		owner:   hex.EncodeToString(id[:]),
+		unit:    unit,
+		cost:    cost,
+		ttl:     ttl,
+		margin:  ttl/64 + 2*time.Millisecond,
+		changed: make(chan struct{}),
+		closeCh: make(chan struct{}),
+		kick:    make(chan struct{}, 1),
+	}
+	p.cfg.Store(&pconf{})
+	return p, nil
+}
+
+// partScaledMax bounds the scaled quantities (a bucket's tolerance, the scaled
+// time within one lease), so that their sums stay within an int64.
+const partScaledMax = int64(1) << 60
+
+func partGCD(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+func (p *Partitioned) now() int64 { return int64(time.Since(p.origin)) }
+
+// partBurst is partition i's share of the burst.
+func (p *Partitioned) partBurst(i int) int64 {
+	b, P := int64(p.po.Burst), int64(p.po.Partitions)
+	if int64(i) < b%P {
+		return b/P + 1
+	}
+	return b / P
+}
+
+// Outcomes of take.
+const (
+	ptOK      = iota
+	ptLimited // not yet: retry is when
+	ptShort   // more than the held partitions' burst: more partitions needed
+	ptNoLease // no partition in use
+	ptSlow    // the configuration is being changed: retry under the lock
+)
+
+const partLocked = math.MinInt64
+
+// take tries to take k permits at now (ns since origin) from the held
+// partitions, without a lock.
+func (p *Partitioned) take(now, k int64) (status int, retry int64) {
+	for {
+		tat := p.tat.Load()
+		if tat == partLocked {
+			return ptSlow, 0
+		}
+		c := p.cfg.Load()
+		if now >= c.deadline {
+			return ptNoLease, 0
+		}
+		need := max(k, 1) * p.cost
+		if need > c.tol {
+			return ptShort, 0
+		}
+		nows := (now - c.base) * c.rate
+		from := max(tat, nows)
+		if over := from + need - nows - c.tol; over > 0 {
+			return ptLimited, over/c.rate + partBool(over%c.rate != 0)
+		}
+		if k == 0 {
+			return ptOK, 0
+		}
+		if p.tat.CompareAndSwap(tat, from+k*p.cost) {
+			return ptOK, 0
+		}
+	}
+}
+
+func partBool(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// lockDebt swaps the state for the locked sentinel and returns the bucket's
+// debt at now in scaled units, and the swapped value. The caller holds mu.
+func (p *Partitioned) lockDebt(now int64) (debt, old int64) {
+	for {
+		old = p.tat.Load()
+		if old != partLocked && p.tat.CompareAndSwap(old, partLocked) {
+			break
+		}
+	}
+	c := p.cfg.Load()
+	if c.rate == 0 || old <= 0 {
+		return 0, old
+	}
+	delta := max(now-c.base, 0)
+	if delta > old/c.rate {
+		return 0, old
+	}
+	return old - delta*c.rate, old
+}
+
+// install stores a new configuration for the partitions in p.parts, valid
+// until deadline, with the given debt, and unlocks the state. The caller
+// holds mu and has locked the state with lockDebt.
+func (p *Partitioned) install(now, deadline, debt, old int64) {
+	c := &pconf{base: now, parts: len(p.parts)}
+	if len(p.parts) > 0 {
+		c.deadline = deadline
+		c.rate = int64(len(p.parts)) * p.unit
+		for _, i := range p.parts {
+			c.burst += p.partBurst(i)
+		}
+		c.tol = c.burst * p.cost
+	} else {
+		debt = 0
+	}
+	if debt == old {
+		debt++ // never the value a stale compare-and-swap expects: one unit on the safe side
+	}
+	p.cfg.Store(c)
+	p.tat.Store(debt)
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// TryAcquire takes n permits if the partitions this process holds have
+// them now and no Acquire call waits. It never waits for Redis and does not
+// allocate. When this process holds no partition (it was idle, or its
+// leases lapsed), it is refused with limiter.ErrLimited and a lease is
+// sought in the background; when that is because Redis cannot be reached,
+// Options.OnError decides.
+func (p *Partitioned) TryAcquire(n int) limiter.Lease {
+	if n < 0 {
+		p.rejected.Add(1)
+		return limiter.Denied(limiter.ErrInvalidCount, 0)
+	}
+	if p.waiting.Load() == 0 {
+		st, retry := p.take(p.now(), int64(n))
+		switch st {
+		case ptOK:
+			p.granted.Add(1)
+			p.permits.Add(int64(n))
+			return limiter.NewLease(n, nil)
+		case ptLimited:
+			// Demand beyond what the held partitions give: the next sync
+			// asks for more.
+			p.demand.Add(1)
+			p.rejected.Add(1)
+			return limiter.Denied(limiter.ErrLimited, time.Duration(retry))
+		}
+	}
+	return p.tryAcquireSlow(n)
+}
+
+func (p *Partitioned) tryAcquireSlow(n int) limiter.Lease {
+	if n > p.po.Burst {
+		p.rejected.Add(1)
+		return limiter.Denied(limiter.ErrExceedsLimit, 0)
+	}
+	for {
+		if p.isClosed() {
+			p.rejected.Add(1)
+			return limiter.Denied(ErrClosed, 0)
+		}
+		if p.waiting.Load() > 0 {
+			p.rejected.Add(1)
+			return limiter.Denied(limiter.ErrLimited, 0)
+		}
+		st, retry := p.take(p.now(), int64(n))
+		switch st {
+		case ptOK:
+			p.granted.Add(1)
+			p.permits.Add(int64(n))
+			return limiter.NewLease(n, nil)
+		case ptLimited:
+			p.demand.Add(1)
+			p.rejected.Add(1)
+			return limiter.Denied(limiter.ErrLimited, time.Duration(retry))
+		case ptSlow:
+			p.mu.Lock() // the configuration changes under mu
+			p.mu.Unlock()
+			continue
+		}
+		// No partition, or too few for n: ask for more.
+		p.hunger()
+		if st == ptNoLease {
+			if l, ok := p.onError(n); ok {
+				return l
+			}
+		}
+		p.rejected.Add(1)
+		return limiter.Denied(limiter.ErrLimited, 0)
+	}
+}
+
+// onError applies Options.OnError when this process holds no usable
+// partition because Redis could not be reached.
+func (p *Partitioned) onError(n int) (limiter.Lease, bool) {
+	e := p.unavail.Load()
+	if e == nil {
+		return limiter.Lease{}, false
+	}
+	switch p.o.OnError {
+	case FailOpen:
+		p.granted.Add(1)
+		return limiter.NewLease(n, nil), true
+	case UseFallback:
+		l := p.o.Fallback.TryAcquire(n)
+		if l.Granted() {
+			p.granted.Add(1)
+		} else {
+			p.rejected.Add(1)
+		}
+		return l, true
+	}
+	p.rejected.Add(1)
+	return limiter.Denied(*e, 0), true
+}
+
+func (p *Partitioned) isClosed() bool {
+	select {
+	case <-p.closeCh:
+		return true
+	default:
+		return false
+	}
+}
+
+// Acquire waits until n permits are granted from this process's partitions,
+// ctx is done, or the limiter is closed; see limiter.Limiter. Waiters are
+// served first in, first out. While this process holds too few partitions
+// it waits for the lease keeper to take more; when Redis cannot be reached
+// and no lease is left, Options.OnError decides (FailClosed fails at once
+// with an error wrapping ErrUnavailable). When the wait would outlast ctx's
+// deadline, it fails at once with context.DeadlineExceeded.
+func (p *Partitioned) Acquire(ctx context.Context, n int) (limiter.Lease, error) {
+	if ctx == nil {
+		panic("redislimit: nil Context")
+	}
+	if n < 0 {
+		p.rejected.Add(1)
+		return limiter.Denied(limiter.ErrInvalidCount, 0), limiter.ErrInvalidCount
+	}
+	if n > p.po.Burst {
+		p.rejected.Add(1)
+		return limiter.Denied(limiter.ErrExceedsLimit, 0), limiter.ErrExceedsLimit
+	}
+	if err := ctx.Err(); err != nil {
+		p.rejected.Add(1)
+		return limiter.Denied(err, 0), err
+	}
+	if p.waiting.Load() == 0 {
+		if st, _ := p.take(p.now(), int64(n)); st == ptOK {
+			p.granted.Add(1)
+			p.permits.Add(int64(n))
+			return limiter.NewLease(n, nil), nil
+		}
+	}
+	l, err := p.wait(ctx, n)
+	if err != nil {
+		p.rejected.Add(1)
+	}
+	return l, err
+}
+
+// wait queues an Acquire and serves it when it reaches the head.
+func (p *Partitioned) wait(ctx context.Context, n int) (limiter.Lease, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return limiter.Denied(ErrClosed, 0), ErrClosed
+	}
+	w := &pwaiter{n: n, turn: make(chan struct{})}
+	p.queue = append(p.queue, w)
+	p.queued += int64(n)
+	p.waiting.Store(int32(len(p.queue)))
+	if len(p.queue) == 1 {
+		close(w.turn)
+	}
+	p.mu.Unlock()
+	select {
+	case <-w.turn:
+	case <-ctx.Done():
+		p.leave(w)
+		return limiter.Denied(ctx.Err(), 0), ctx.Err()
+	case <-p.closeCh:
+		p.leave(w)
+		return limiter.Denied(ErrClosed, 0), ErrClosed
+	}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+		p.leave(w)
+	}()
+	for {
+		p.mu.Lock()
+		changed := p.changed
+		p.mu.Unlock()
+		now := p.now()
+		st, retry := p.take(now, int64(n))
+		var wake <-chan time.Time
+		switch st {
+		case ptOK:
+			p.granted.Add(1)
+			p.permits.Add(int64(n))
+			return limiter.NewLease(n, nil), nil
+		case ptSlow:
+			continue
+		case ptLimited:
+			if d, ok := ctx.Deadline(); ok && p.origin.Add(time.Duration(now+retry)).After(d) {
+				return limiter.Denied(context.DeadlineExceeded, time.Duration(retry)), fmt.Errorf("redislimit: %d permits come after the deadline: %w", n, context.DeadlineExceeded)
+			}
+			if timer == nil {
+				timer = time.NewTimer(time.Duration(retry))
+			} else {
+				timer.Reset(time.Duration(retry))
+			}
+			wake = timer.C
+		default:
+			p.hunger()
+			if st == ptNoLease {
+				if l, handled := p.onErrorWait(ctx, n); handled {
+					return l, l.Err()
+				}
+			}
+		}
+		select {
+		case <-wake:
+		case <-changed:
+		case <-ctx.Done():
+			return limiter.Denied(ctx.Err(), 0), ctx.Err()
+		case <-p.closeCh:
+			return limiter.Denied(ErrClosed, 0), ErrClosed
+		}
+	}
+}
+
+// onErrorWait is onError for Acquire.
+func (p *Partitioned) onErrorWait(ctx context.Context, n int) (limiter.Lease, bool) {
+	e := p.unavail.Load()
+	if e == nil {
+		return limiter.Lease{}, false
+	}
+	switch p.o.OnError {
+	case FailOpen:
+		p.granted.Add(1)
+		return limiter.NewLease(n, nil), true
+	case UseFallback:
+		l, _ := p.o.Fallback.Acquire(ctx, n)
+		if l.Granted() {
+			p.granted.Add(1)
+		}
+		return l, true
+	}
+	return limiter.Denied(*e, 0), true
+}
+
+// leave removes w from the queue and hands the head to the next waiter.
+func (p *Partitioned) leave(w *pwaiter) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, x := range p.queue {
+		if x != w {
+			continue
+		}
+		p.queue = append(p.queue[:i], p.queue[i+1:]...)
+		p.queued -= int64(w.n)
+		p.waiting.Store(int32(len(p.queue)))
+		if i == 0 && len(p.queue) > 0 {
+			close(p.queue[0].turn)
+		}
+		return
+	}
+}
+
+// hunger records that a caller was refused for want of partitions and
+// makes sure the lease keeper runs and syncs soon.
+func (p *Partitioned) hunger() {
+	if p.demand.Add(1) == 1 || !p.keeperRunning.Load() {
+		p.wake()
+	}
+}
+
+// Partitions returns how many partitions this process holds and uses now
+// (leased partitions waiting out a quarantine after a Redis restart are not
+// counted). Together with Stats it shows how the capacity is shared.
+func (p *Partitioned) Partitions() int {
+	c := p.cfg.Load()
+	if p.now() >= c.deadline {
+		return 0
+	}
+	return c.parts
+}
+
+// LeaseCalls returns how many lease round trips to Redis this limiter has
+// made: its lease traffic.
+func (p *Partitioned) LeaseCalls() int64 { return p.calls.Load() }
+
+// available returns the permits the held partitions could grant now.
+func (p *Partitioned) available(now int64) (avail, debt int64, c *pconf) {
+	c = p.cfg.Load()
+	tat := p.tat.Load()
+	if now >= c.deadline || tat == partLocked {
+		return 0, 0, c
+	}
+	debt = max(tat-(now-c.base)*c.rate, 0)
+	return max(c.tol-debt, 0) / p.cost, debt, c
+}
+
+// Stats returns a snapshot: Available is what this process's partitions
+// could grant now; Granted and Rejected count this process's calls.
+func (p *Partitioned) Stats() limiter.Stats {
+	avail, _, _ := p.available(p.now())
+	p.mu.Lock()
+	s := limiter.Stats{Available: avail, Queued: p.queued, Waiters: len(p.queue)}
+	p.mu.Unlock()
+	s.Granted = p.granted.Load()
+	s.Rejected = p.rejected.Load()
+	return s
+}
+
+// Quota reports the global policy (Limit = Burst permits per Window, the
+// time the global bucket takes to refill from empty) and this process's
+// state: Remaining is what its partitions could grant now (0 while Acquire
+// calls wait), Reset how long until they are full.
+func (p *Partitioned) Quota() limiter.Quota {
+	q := limiter.Quota{Limit: int64(p.po.Burst)}
+	n, per := p.po.Rate.Events(), int64(p.po.Rate.Period())
+	if w, ok := partMulDivCeil(int64(p.po.Burst), per, n); ok {
+		q.Window = time.Duration(w)
+	} else {
+		q.Window = time.Duration(math.MaxInt64)
+	}
+	avail, debt, c := p.available(p.now())
+	if p.waiting.Load() == 0 {
+		q.Remaining = avail
+	}
+	if c.rate > 0 {
+		q.Reset = time.Duration(debt/c.rate + partBool(debt%c.rate != 0))
+	}
+	return q
+}
+
+// Close gives this process's leases back (with their buckets' state, so
+// that the next holder starts where this one left off) and fails waiting
+// Acquire calls with ErrClosed; later calls fail with ErrClosed too. It
+// returns nil, also when called again.
+func (p *Partitioned) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	close(p.closeCh)
+	done := p.done
+	running := p.running
+	p.mu.Unlock()
+	if running {
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+		<-done
+	}
+	return nil
+}
