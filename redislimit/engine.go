@@ -59,6 +59,9 @@ type engine struct {
 	// onGrant, when set (by tests), is called with the Redis time (µs) and
 	// the permits of every grant Redis decided.
 	onGrant func(now int64, n int)
+	// onDeny, when set (by tests), is called with the Redis time (µs) of
+	// every refusal Redis decided.
+	onDeny func(now int64)
 	// onRelease and onRenew, when set (by tests), are called with the Redis
 	// time of every semaphore release and renewal Redis answered.
 	onRelease, onRenew func(now int64)
@@ -303,6 +306,9 @@ func (h *handle) tryAcquire(n int) limiter.Lease {
 		return e.grant(h, n, arg)
 	}
 	e.rejected.Add(1)
+	if e.onDeny != nil {
+		e.onDeny(res.now)
+	}
 	return limiter.Denied(limiter.ErrLimited, max(res.wait, 0))
 }
 
@@ -461,4 +467,3 @@ func (e *engine) stats(h *handle) limiter.Stats {
 	}
 	return s
 }
-
