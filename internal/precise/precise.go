@@ -35,9 +35,11 @@ const (
 	MaxSpin = 2 * time.Millisecond
 	// minSpin is the smallest estimate: the cost of a wake-up itself.
 	minSpin = 20 * time.Microsecond
-	// initialSpin is the estimate before any timer was observed: timers on
-	// Linux commonly fire up to about a millisecond late.
-	initialSpin = time.Millisecond
+	// initialSpin is the estimate before any timer was observed: the cap,
+	// so that the first waits are precise while the estimate comes down to
+	// what this machine shows (an estimate that starts low makes its first
+	// waits late until it has climbed).
+	initialSpin = MaxSpin
 	// grain is the resolution of the runtime's timers on Linux (epoll_wait
 	// takes milliseconds): a timer of a whole number of grains wakes late by
 	// the kernel's and scheduler's delay only, a shorter remainder rounds up
