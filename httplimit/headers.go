@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"math"
 	"math/bits"
 	"net/http"
 	"strconv"
@@ -153,8 +154,11 @@ func policyWindow(limit int64, window time.Duration) (w, quota int64) {
 	}
 	hi, lo := bits.Mul64(uint64(limit), uint64(w)*uint64(time.Second))
 	if hi >= uint64(window) {
-		return w, limit // cannot overflow for a real limiter: keep the stated limit
+		return w, limit // too large to scale: keep the stated limit
 	}
 	qq, _ := bits.Div64(hi, lo, uint64(window))
+	if qq > math.MaxInt64 {
+		return w, limit
+	}
 	return w, max(int64(qq), 1)
 }

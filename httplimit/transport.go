@@ -45,7 +45,9 @@ const DefaultMaxRetryWait = time.Minute
 //     MaxRetryWait or would outlast the context's deadline, it returns the
 //     refusal.
 //
-// A request whose wait would outlast its context's deadline fails at once
+// What it learns is kept per host, not per route: a server that gives its
+// routes different policies is best called through one Transport per
+// policy. A request whose wait would outlast its context's deadline fails at once
 // with an error for which errors.Is(err, context.DeadlineExceeded) holds.
 // The zero Transport uses http.DefaultTransport and limits nothing itself.
 // A Transport must not be copied after first use.
