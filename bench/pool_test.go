@@ -18,7 +18,11 @@ import (
 // sourcegraph/conc's pool.Go. ns/op is the submitting loop's time per task;
 // ns/task also counts the final Wait, so a pool that queues without bound
 // (pond) pays for the backlog it left. pool-limited adds a token bucket that
-// always grants (the limiter's fast path on every start).
+// always grants (the limiter's fast path on every start). plain-mutex is
+// rategate's pool design with a mutex and a sync.Cond in place of its packed
+// atomic state word (pool_plain_test.go), with (plain-mutex-queue) and
+// without a queue. rategate-gokey queues every task under one key with no
+// limiter (the per-key scheduler's own cost).
 func BenchmarkPool(b *testing.B) {
 	for _, workers := range []int{2, 64} {
 		b.Run(fmt.Sprintf("impl=rategate/workers=%d", workers), func(b *testing.B) {
@@ -32,6 +36,19 @@ func BenchmarkPool(b *testing.B) {
 		b.Run(fmt.Sprintf("impl=rategate-queue/workers=%d", workers), func(b *testing.B) {
 			p := must(pool.New(pool.Options{Workers: workers, Queue: poolQueue}))
 			runPool(b, func() { p.Go(nopTask) }, func() { p.Wait() })
+		})
+		b.Run(fmt.Sprintf("impl=plain-mutex/workers=%d", workers), func(b *testing.B) {
+			p := newPlainPool(workers, 0)
+			runPool(b, func() { p.Go(nop) }, p.Wait)
+		})
+		b.Run(fmt.Sprintf("impl=plain-mutex-queue/workers=%d", workers), func(b *testing.B) {
+			p := newPlainPool(workers, poolQueue)
+			runPool(b, func() { p.Go(nop) }, p.Wait)
+		})
+		b.Run(fmt.Sprintf("impl=rategate-gokey/workers=%d", workers), func(b *testing.B) {
+			p := must(pool.New(pool.Options{Workers: workers, Queue: poolQueue}))
+			ctx := context.Background()
+			runPool(b, func() { p.GoKey(ctx, "host", nopTask) }, func() { p.Wait() })
 		})
 		b.Run(fmt.Sprintf("impl=errgroup/workers=%d", workers), func(b *testing.B) {
 			var g errgroup.Group
@@ -60,15 +77,18 @@ var (
 )
 
 // runPool times submit per b.Loop iteration (ns/op) and, including wait,
-// per task (ns/task).
+// per task (ns/task), and reports the process's CPU time per task
+// (cpu-ns/task: user + system, all goroutines, so spinning counts; it moves
+// less than wall time when other processes load the machine).
 func runPool(b *testing.B, submit, wait func()) {
 	b.ReportAllocs()
 	n := 0
-	start := time.Now()
+	start, cpu := time.Now(), pipeCPU()
 	for b.Loop() {
 		submit()
 		n++
 	}
 	wait()
 	b.ReportMetric(float64(time.Since(start).Nanoseconds())/float64(n), "ns/task")
+	b.ReportMetric(float64((pipeCPU()-cpu).Nanoseconds())/float64(n), "cpu-ns/task")
 }

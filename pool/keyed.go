@@ -66,6 +66,17 @@ type keyQueue struct {
 
 func (k *keyQueue) len() int { return len(k.items) - k.head }
 
+// push appends it, first moving the items down if the array is full, so
+// the array holds at most the queue cap (and a little growth room).
+func (k *keyQueue) push(it keyItem) {
+	if len(k.items) == cap(k.items) && k.head > 0 {
+		n := copy(k.items, k.items[k.head:])
+		clear(k.items[n:])
+		k.items, k.head = k.items[:n], 0
+	}
+	k.items = append(k.items, it)
+}
+
 // pop removes the head.
 func (k *keyQueue) pop() keyItem {
 	it := k.items[k.head]
@@ -102,8 +113,9 @@ type keySched struct {
 	unwatch     func() bool // stops the watch on the pool's life
 }
 
-// maxFreeQueues bounds the empty key queues kept for reuse.
-const maxFreeQueues = 64
+// maxFreeQueues bounds the empty key queues kept for reuse (with their
+// items' arrays, each of at most the queue cap).
+const maxFreeQueues = 16
 
 func (s *keySched) pushReady(k *keyQueue, front bool) {
 	k.ready = true
@@ -217,7 +229,7 @@ func (p *Pool) enqueue(key string, it keyItem) error {
 		p.waitRoom(it.ctx)
 	}
 	k := p.queueOf(key)
-	k.items = append(k.items, it)
+	k.push(it)
 	s.queued++
 	if s.queued < p.keyCap && s.roomWaiters > 0 {
 		s.signalRoom() // pass the wake-up on: another GoKey may fit too
@@ -432,7 +444,8 @@ func (p *Pool) requeue(k *keyQueue) {
 	}
 	delete(s.keys, k.key)
 	k.lim, k.key = nil, ""
-	if len(s.free) < maxFreeQueues && cap(k.items) <= 64 {
+	if len(s.free) < maxFreeQueues && cap(k.items) <= 2*p.keyCap {
+		k.items = k.items[:0]
 		s.free = append(s.free, k)
 	}
 }

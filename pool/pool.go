@@ -124,12 +124,13 @@ type Pool struct {
 	// reserved (tasks handed over or running, and Go calls passing the
 	// limiter) in the low bits, the pending Go calls and unfinished tasks
 	// above them, and closedBit, set by Wait and Close.
-	state   atomic.Int64
-	spawned atomic.Int64 // worker goroutines started
-	waiters atomic.Int64 // Go calls parked for a slot
-	wake    chan struct{}
-	jobs    chan job
-	workWG  sync.WaitGroup
+	state    atomic.Int64
+	spawned  atomic.Int64 // worker goroutines started
+	spinning atomic.Int64 // idle workers polling for a job
+	waiters  atomic.Int64 // Go calls parked for a slot
+	wake     chan struct{}
+	jobs     chan job
+	workWG   sync.WaitGroup
 
 	idle     chan struct{} // closed once closed and nothing pending
 	idleOnce sync.Once
@@ -474,21 +475,30 @@ func (p *Pool) worker() {
 
 // workerSpins is how many times an idle worker polls for a job, yielding
 // between polls, before it parks: a burst of short tasks then flows without
-// a park and a wake-up per task.
-const workerSpins = 64
+// a park and a wake-up per task. Only maxSpinning idle workers poll at once;
+// the others park at once, so that many idle workers do not take the CPU
+// from the goroutines that submit.
+const (
+	workerSpins = 64
+	maxSpinning = 1
+)
 
 // next returns the next job, or false once the pool is finished.
 func (p *Pool) next() (job, bool) {
-	for i := range workerSpins {
-		select {
-		case j, ok := <-p.jobs:
-			return j, ok
-		default: // an empty channel is seen without taking its lock
-		}
-		if i%16 == 15 {
-			runtime.Gosched()
+	if p.spinning.Add(1) <= maxSpinning {
+		for i := range workerSpins {
+			select {
+			case j, ok := <-p.jobs:
+				p.spinning.Add(-1)
+				return j, ok
+			default: // an empty channel is seen without taking its lock
+			}
+			if i%16 == 15 {
+				runtime.Gosched()
+			}
 		}
 	}
+	p.spinning.Add(-1)
 	j, ok := <-p.jobs
 	return j, ok
 }
