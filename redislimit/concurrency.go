@@ -203,7 +203,7 @@ func (l *ccLease) ReleasePermits(int) {
 		default:
 		}
 	}
-	v, err := roundTrip(context.Background(), l.e.c, l.e.timeout, ccReleaseScript, l.h.keys, l.member)
+	v, err := boundedTrip(l.e.sync, l.e.c, l.e.timeout, ccReleaseScript, nil, l.h.keys, l.member)
 	if err == nil && l.e.onRelease != nil {
 		if vals, err := ints(v, 3); err == nil {
 			l.e.onRelease(vals[0])
@@ -258,7 +258,7 @@ func (c *ccState) renewOne(e *engine, ls []*ccLease) {
 	for _, l := range ls {
 		args = append(args, l.member)
 	}
-	v, err := roundTrip(context.Background(), e.c, e.timeout, ccRenewScript, ls[0].h.keys, args...)
+	v, err := boundedTrip(e.sync, e.c, e.timeout, ccRenewScript, nil, ls[0].h.keys, args...)
 	if err != nil {
 		return
 	}

@@ -39,6 +39,7 @@ const maxBatch = 256
 type engine struct {
 	o       Options
 	c       redis.UniversalClient
+	sync    bool // c honours context deadlines: round trips run in the caller
 	timeout time.Duration
 	alg     algorithm
 	static  []any
@@ -106,7 +107,7 @@ func validQueue(q limiter.QueueOptions) error {
 
 func newEngine(o Options, alg algorithm, q limiter.QueueOptions) *engine {
 	return &engine{
-		o: o, c: boundedClient(o.Client, o.timeout()), timeout: o.timeout(),
+		o: o, c: o.Client, sync: honoursDeadlines(o.Client), timeout: o.timeout(),
 		alg: alg, static: alg.args(), queue: q, max: alg.maxPermits(),
 		done: make(chan struct{}), flights: make(map[string]*flight),
 	}
@@ -195,7 +196,13 @@ func (e *engine) call(h *handle, batch []*request) {
 	for _, r := range batch {
 		args = append(args, r.arg)
 	}
-	v, err := roundTrip(context.Background(), e.c, e.timeout, e.alg.script(), h.keys, args...)
+	late := e.late(h, batch)
+	v, err := boundedTrip(e.sync, e.c, e.timeout, e.alg.script(), late, h.keys, args...)
+	if err != nil && e.sync && late != nil {
+		// The call may have committed before it failed: give back what it may
+		// have granted.
+		go late(nil, err)
+	}
 	var vals []int64
 	if err == nil {
 		vals, err = ints(v, 3+len(batch))
@@ -218,6 +225,24 @@ func (e *engine) call(h *handle, batch []*request) {
 			res.wait = e.alg.retry(x)
 		}
 		r.res = res
+	}
+}
+
+// late returns what to do with the reply to a call the callers stopped
+// waiting for: a semaphore gives back the leases it granted, which nobody
+// holds; a rate limiter's grants are spent (counted, never granted twice).
+func (e *engine) late(h *handle, batch []*request) func(any, error) {
+	if e.cc == nil {
+		return nil
+	}
+	members := make([]any, 0, len(batch))
+	for _, r := range batch {
+		members = append(members, r.arg)
+	}
+	// Releasing a member Redis does not hold does nothing, so the members are
+	// released whatever the reply said.
+	return func(any, error) {
+		roundTrip(context.Background(), e.c, e.timeout, ccReleaseScript, h.keys, members...)
 	}
 }
 

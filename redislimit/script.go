@@ -96,16 +96,53 @@ func roundTrip(ctx context.Context, c redis.Scripter, timeout time.Duration, s *
 	return v, nil
 }
 
-// boundedClient returns the client to run scripts with, so that Timeout
-// bounds a round trip: a *redis.Client that ignores context deadlines
-// (ContextTimeoutEnabled unset) is cloned with read and write timeouts of
-// timeout, sharing its connection pool. Other clients bound a round trip
-// by their own read timeout unless ContextTimeoutEnabled is set.
-func boundedClient(c redis.UniversalClient, timeout time.Duration) redis.UniversalClient {
-	if rc, ok := c.(*redis.Client); ok && !rc.Options().ContextTimeoutEnabled {
-		return rc.WithTimeout(timeout)
+// honoursDeadlines reports whether c bounds a command by its context's
+// deadline (ContextTimeoutEnabled). Without it go-redis bounds a command
+// only by the client's ReadTimeout, and a round trip is bounded by running
+// it beside the callers, who stop waiting after Options.Timeout.
+func honoursDeadlines(c redis.UniversalClient) bool {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
 	}
-	return c
+	return false
+}
+
+// boundedTrip runs s like roundTrip, and returns by timeout even when the
+// client does not honour context deadlines: the call then runs in a
+// goroutine of its own, and when it is late its outcome is handed to late
+// (if not nil) once it arrives, so that what it decided can be undone.
+func boundedTrip(sync bool, c redis.Scripter, timeout time.Duration, s *script, late func(any, error), keys []string, args ...any) (any, error) {
+	if sync {
+		return roundTrip(context.Background(), c, timeout, s, keys, args...)
+	}
+	type reply struct {
+		v   any
+		err error
+	}
+	ch := make(chan reply, 1)
+	go func() {
+		v, err := roundTrip(context.Background(), c, timeout, s, keys, args...)
+		ch <- reply{v, err}
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-t.C:
+		go func() {
+			r := <-ch
+			if late != nil {
+				late(r.v, r.err)
+			}
+		}()
+		return nil, unavailable(errTimeout)
+	}
 }
 
 // policy applies Options.OnError to a decision Redis could not make, for
