@@ -54,13 +54,11 @@ type Chan[T any] struct {
 	q      ring[T]
 	held   int  // items taken out by Out views but not yet handed off
 	nrecv  int  // receivers waiting on ready
-	closed bool // also in g.closed, for sendCtx
+	closed bool // also in cl.closed, for sendCtx
 	ready  chan struct{}
-	done   chan struct{} // closed by Close
 	drain  chan struct{} // closed by Drain, for the Out views holding an item; made on demand
 
-	g  gate
-	bg *closeCtx // the context Acquire gets for sends with context.Background
+	cl closing // cl.done is closed by Close
 }
 
 // New returns an open, empty Chan whose sends take their leases from lim.
@@ -69,13 +67,11 @@ type Chan[T any] struct {
 // together. A nil lim grants every send at once: the Chan is then an
 // unbounded FIFO.
 func New[T any](lim limiter.Limiter) *Chan[T] {
-	c := &Chan[T]{
+	return &Chan[T]{
 		lim:   lim,
 		ready: make(chan struct{}, 1),
-		done:  make(chan struct{}),
+		cl:    newClosing(),
 	}
-	c.bg = &closeCtx{g: &c.g, done: c.done}
-	return c
 }
 
 // Send sends v with a lease of one permit; it is SendN(ctx, v, 1).
@@ -104,21 +100,21 @@ func (c *Chan[T]) Send(ctx context.Context, v T) error { return c.SendN(ctx, v, 
 // all such sends share one context, the Chan's, done when it is closed.
 func (c *Chan[T]) SendN(ctx context.Context, v T, n int) error {
 	mustContext(ctx)
-	if c.g.closed.Load() {
+	if c.cl.closed.Load() {
 		return ErrClosed
 	}
 	var lease limiter.Lease
 	if c.lim != nil {
 		var err error
 		if ctx == context.Background() || ctx == context.TODO() {
-			lease, err = c.lim.Acquire(c.bg, n)
+			lease, err = c.lim.Acquire(c.cl.ctx, n)
 		} else {
-			s := c.g.context(ctx)
+			s := c.cl.context(ctx)
 			lease, err = c.lim.Acquire(s, n)
 			s.end()
 		}
 		if err != nil {
-			if errors.Is(err, context.Canceled) && ctx.Err() == nil && c.g.closed.Load() {
+			if errors.Is(err, context.Canceled) && ctx.Err() == nil && c.cl.closed.Load() {
 				return ErrClosed
 			}
 			return err
@@ -140,7 +136,7 @@ func (c *Chan[T]) TrySend(v T) error { return c.TrySendN(v, 1) }
 // limiter.ErrLimited), limiter.ErrQueueFull, limiter.ErrClosed, ...) and
 // whose RetryAfter method says when to try again, if the limiter knows.
 func (c *Chan[T]) TrySendN(v T, n int) error {
-	if c.g.closed.Load() {
+	if c.cl.closed.Load() {
 		return ErrClosed
 	}
 	var lease limiter.Lease
@@ -248,7 +244,7 @@ func (c *Chan[T]) take(ctx context.Context, hold bool) (entry[T], chan struct{},
 		c.mu.Unlock()
 		select {
 		case <-c.ready:
-		case <-c.done:
+		case <-c.cl.done:
 		case <-ctx.Done():
 		}
 		c.mu.Lock()
@@ -313,8 +309,7 @@ func (c *Chan[T]) Close() error {
 		return nil
 	}
 	c.closed = true
-	c.g.close()
-	close(c.done)
+	c.cl.close()
 	c.mu.Unlock()
 	return nil
 }

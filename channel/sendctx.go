@@ -8,102 +8,68 @@ import (
 )
 
 // A Send waiting in the limiter must end when the Chan is closed, not only
-// when its own context ends. The limiter only takes one context, so Send
-// passes it a sendCtx: the caller's context, plus the Chan's closing, and
+// when its own context ends. The limiter takes one context, so Send passes
+// it a sendCtx: the caller's context, plus the Chan's closing, and
 // cancelled when Acquire returns, as a context.WithCancel context with a
 // deferred cancel would be. A limiter may keep the context after Acquire
 // returns (for tracing, in a context.AfterFunc, in a goroutine): it stays a
 // valid context, with its caller's values, and is done from then on. So a
-// sendCtx is never reused: it costs one allocation per Send.
+// sendCtx is never reused.
+//
+// The plain way to build that context is context.WithCancel(ctx) plus
+// context.AfterFunc(closing, cancel) around every Acquire. It costs each
+// send four allocations and two registrations under shared mutexes (one in
+// the caller's context, one in the Chan's closing, which every concurrent
+// send contends for), yet a limiter looks at ctx.Done only when it has to
+// wait: a grant on the fast path reads ctx.Err at most, or nothing. So a
+// sendCtx is one small allocation whose Err reads the caller's error and
+// the Chan's closed flag, and whose Done builds the plain merged context
+// the first time it is asked for: the plain pieces, only on the path that
+// waits. BenchmarkChanSendContext in bench/ measures both.
 //
 // A send with context.Background (or TODO) needs none of this: its context
-// is the Chan's closing alone, a closeCtx made with the Chan, which never
-// changes and so can be shared by every such send and kept by any limiter.
-//
-// Merging two Done channels costs more (a channel, an AfterFunc), but a
-// limiter asks for ctx.Done only when it has to wait: a grant on the fast
-// path reads ctx.Err at most. So sendCtx builds its merged Done channel
-// lazily, on the first call to Done.
+// is the Chan's closing alone, which never changes and so can be shared by
+// every such send and kept by any limiter.
 
-// gate is a Chan's closing, as sendCtx sees it: a flag, and the waits
-// registered by sendCtx.Done, which Close fires.
-type gate struct {
-	closed atomic.Bool
-	mu     sync.Mutex
-	waits  *wait // doubly linked list of registered waits
+// closing is a Chan's closing as its sends' contexts see it.
+type closing struct {
+	closed atomic.Bool        // set by Close before ctx is cancelled: the fast check
+	ctx    context.Context    // no values, no deadline; cancelled by Close
+	cancel context.CancelFunc // cancels ctx
+	done   <-chan struct{}    // ctx.Done(), made with the Chan
 }
 
-// wait is one sendCtx's merged Done channel.
-type wait struct {
-	done       chan struct{}
-	fired      atomic.Bool
-	stop       func() bool // stops the AfterFunc on the caller's context
-	prev, next *wait
-	linked     bool
+func newClosing() closing {
+	ctx, cancel := context.WithCancel(context.Background())
+	// Done is called here, so that its channel is made with the Chan
+	// (outside any synctest bubble the Chan was made outside of).
+	return closing{ctx: ctx, cancel: cancel, done: ctx.Done()}
 }
 
-func (w *wait) fire() {
-	if w.fired.CompareAndSwap(false, true) {
-		close(w.done)
-	}
-}
-
-// register links w into g, or fires it at once if g is closed.
-func (g *gate) register(w *wait) {
-	g.mu.Lock()
-	if g.closed.Load() {
-		g.mu.Unlock()
-		w.fire()
-		return
-	}
-	w.next, w.linked = g.waits, true
-	if g.waits != nil {
-		g.waits.prev = w
-	}
-	g.waits = w
-	g.mu.Unlock()
-}
-
-func (g *gate) unregister(w *wait) {
-	g.mu.Lock()
-	if w.linked {
-		if w.prev != nil {
-			w.prev.next = w.next
-		} else {
-			g.waits = w.next
-		}
-		if w.next != nil {
-			w.next.prev = w.prev
-		}
-		w.prev, w.next, w.linked = nil, nil, false
-	}
-	g.mu.Unlock()
-}
-
-// close marks g closed and fires every registered wait.
-func (g *gate) close() {
-	g.closed.Store(true)
-	g.mu.Lock()
-	for w := g.waits; w != nil; {
-		next := w.next
-		w.prev, w.next, w.linked = nil, nil, false
-		w.fire()
-		w = next
-	}
-	g.waits = nil
-	g.mu.Unlock()
+// close marks the Chan closed, then ends every send's context.
+func (cl *closing) close() {
+	cl.closed.Store(true)
+	cl.cancel()
 }
 
 // sendCtx is the context a Send passes to the limiter: parent's deadline,
-// values and cancellation, and also done when the gate closes or the
+// values and cancellation, and also done when the Chan closes or the
 // Acquire it was made for returns (end).
 type sendCtx struct {
 	parent context.Context
-	g      *gate
-	mu     sync.Mutex // serialises Done's lazy creation of w with end
-	w      atomic.Pointer[wait]
+	cl     *closing
+	mu     sync.Mutex // serialises Done's lazy merge with end
+	m      atomic.Pointer[merged]
 	ended  atomic.Bool
 	err    atomic.Pointer[error] // the first non-nil Err, kept
+}
+
+// merged is the plain merged context, made by sendCtx.Done: parent's
+// cancellation, and the Chan's closing through an AfterFunc.
+type merged struct {
+	done   <-chan struct{}
+	cancel context.CancelFunc
+	stop   func() bool // stops the AfterFunc on the Chan's closing
 }
 
 // closedchan is the Done channel of a sendCtx that ended before Done was
@@ -112,29 +78,28 @@ var closedchan = make(chan struct{})
 
 func init() { close(closedchan) }
 
-func (g *gate) context(parent context.Context) *sendCtx {
-	return &sendCtx{parent: parent, g: g}
+func (cl *closing) context(parent context.Context) *sendCtx {
+	return &sendCtx{parent: parent, cl: cl}
 }
 
-// end cancels s once the Acquire it was made for has returned: it stops the
-// AfterFunc on the parent and unregisters s's wait from the gate, if Done
-// made them, and closes s's Done channel.
+// end cancels s once the Acquire it was made for has returned: if Done
+// made the merged context, it stops its AfterFunc and cancels it, which
+// closes s's Done channel.
 func (s *sendCtx) end() {
 	s.mu.Lock()
 	s.ended.Store(true)
-	w := s.w.Load()
+	m := s.m.Load()
 	s.mu.Unlock()
-	if w != nil {
-		if w.stop != nil {
-			w.stop()
-		}
-		s.g.unregister(w)
-		w.fire()
+	if m != nil {
+		m.stop()
+		m.cancel()
 	}
 }
 
+// Deadline returns the parent's deadline.
 func (s *sendCtx) Deadline() (time.Time, bool) { return s.parent.Deadline() }
 
+// Value returns the parent's value for key.
 func (s *sendCtx) Value(key any) any { return s.parent.Value(key) }
 
 // Err returns the parent's error, or context.Canceled once the Chan is
@@ -146,7 +111,7 @@ func (s *sendCtx) Err() error {
 	}
 	err := s.parent.Err()
 	if err == nil {
-		if !s.g.closed.Load() && !s.ended.Load() {
+		if !s.cl.closed.Load() && !s.ended.Load() {
 			return nil
 		}
 		err = context.Canceled
@@ -165,44 +130,19 @@ func (s *sendCtx) keep(err error) error {
 // Done returns a channel closed when the parent is done, the Chan is
 // closed or the Acquire has returned, made on the first call.
 func (s *sendCtx) Done() <-chan struct{} {
-	if w := s.w.Load(); w != nil {
-		return w.done
+	if m := s.m.Load(); m != nil {
+		return m.done
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if w := s.w.Load(); w != nil {
-		return w.done
+	if m := s.m.Load(); m != nil {
+		return m.done
 	}
 	if s.ended.Load() {
 		return closedchan
 	}
-	w := &wait{done: make(chan struct{})}
-	if s.parent.Done() != nil {
-		w.stop = context.AfterFunc(s.parent, w.fire)
-	}
-	s.g.register(w)
-	s.w.Store(w)
-	return w.done
-}
-
-// closeCtx is the context a Send with context.Background passes to the
-// limiter: no values, no deadline, done when the Chan is closed.
-type closeCtx struct {
-	g    *gate
-	done chan struct{} // the Chan's done, closed by Close
-}
-
-func (*closeCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
-
-func (*closeCtx) Value(any) any { return nil }
-
-func (c *closeCtx) Done() <-chan struct{} { return c.done }
-
-// Err returns context.Canceled once the Chan is closed (Send reports that
-// as ErrClosed).
-func (c *closeCtx) Err() error {
-	if c.g.closed.Load() {
-		return context.Canceled
-	}
-	return nil
+	ctx, cancel := context.WithCancel(s.parent)
+	m := &merged{done: ctx.Done(), cancel: cancel, stop: context.AfterFunc(s.cl.ctx, cancel)}
+	s.m.Store(m)
+	return m.done
 }
