@@ -1,0 +1,55 @@
+package limiter
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+func TestQuota(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tb, _ := NewTokenBucket(TokenBucketOptions{Rate: Per(10, time.Second), Burst: 5})
+		tb.TryAcquire(3)
+		want := Quota{Limit: 5, Window: 500 * time.Millisecond, Remaining: 2, Reset: 300 * time.Millisecond}
+		if q := tb.Quota(); q != want {
+			t.Errorf("token bucket: %+v, want %+v", q, want)
+		}
+		fw, _ := NewFixedWindow(FixedWindowOptions{Limit: 4, Window: time.Second})
+		time.Sleep(250 * time.Millisecond)
+		fw.TryAcquire(1)
+		want = Quota{Limit: 4, Window: time.Second, Remaining: 3, Reset: 750 * time.Millisecond}
+		if q := fw.Quota(); q != want {
+			t.Errorf("fixed window: %+v, want %+v", q, want)
+		}
+		log, _ := NewSlidingLog(SlidingLogOptions{Limit: 2, Window: time.Second})
+		log.TryAcquire(1)
+		time.Sleep(100 * time.Millisecond)
+		log.TryAcquire(1)
+		want = Quota{Limit: 2, Window: time.Second, Remaining: 0, Reset: time.Second}
+		if q := log.Quota(); q != want {
+			t.Errorf("sliding log: %+v, want %+v", q, want)
+		}
+		conc, _ := NewConcurrency(ConcurrencyOptions{Limit: 3})
+		l := conc.TryAcquire(2)
+		if q, want := conc.Quota(), (Quota{Limit: 3, Remaining: 1}); q != want {
+			t.Errorf("concurrency: %+v, want %+v", q, want)
+		}
+		// A chain reports its tightest member; a keyed key its own limiter.
+		if q, _ := QuotaOf(Chain(tb, conc)); q.Remaining != 1 || q.Limit != 3 {
+			t.Errorf("chain: %+v, want the concurrency member's", q)
+		}
+		l.Release()
+		k, _ := NewKeyedTokenBucket[string](TokenBucketOptions{Rate: Per(1, time.Second), Burst: 2})
+		k.TryAcquire("a", 2)
+		want = Quota{Limit: 2, Window: 2 * time.Second, Remaining: 0, Reset: 2 * time.Second}
+		if q, _ := QuotaOf(k.For("a")); q != want {
+			t.Errorf("keyed bucket: %+v, want %+v", q, want)
+		}
+		if q, _ := QuotaOf(k.For("b")); q.Remaining != 2 || q.Reset != 0 {
+			t.Errorf("a new key: %+v, want a full bucket", q)
+		}
+		if _, ok := QuotaOf(slowRefuser{}); ok {
+			t.Error("QuotaOf of a limiter without Quota reported one")
+		}
+	})
+}
