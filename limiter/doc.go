@@ -176,13 +176,18 @@
 // # Chain
 //
 // [Chain] combines limiters into one that grants n permits only when every
-// member grants n at the same instant: all or nothing. A per-second limit and
-// a per-hour quota, or a rate limit and a concurrency limit, become one
-// Limiter. When a member refuses, the members before it give back what they
-// took, so a failed chain consumes nothing (this package's limiters refund
-// exactly; a refund that could no longer be exact, say because a window has
-// ended meanwhile, is dropped, so the bound still holds). The chain's lease
-// releases every member's lease, in reverse order.
+// member grants n: all or nothing. A per-second limit and a per-hour quota,
+// or a rate limit and a concurrency limit, become one Limiter. For this
+// package's limiters the chain locks the members (in one process-wide
+// order), reads the clock once, takes from each at that instant and, if one
+// refuses, undoes the others before any lock is released: no other goroutine
+// sees the intermediate state, every member's bound holds however else it is
+// used, and a refused chain consumes nothing. Members from other packages are
+// asked first, with TryAcquire; their leases are released if a member of this
+// package then refuses (a concurrency permit comes back; a rate permit of
+// theirs stays spent, the safe side). The chain's lease releases every
+// member's lease, in reverse order. Callers waiting in a chain's Acquire are
+// served in arrival order, and TryAcquire does not jump them.
 //
 // # Keyed limiters
 //
