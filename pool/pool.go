@@ -107,6 +107,7 @@ type Pool struct {
 	workers       int64
 	capacity      int64 // workers + queue: the slots Go may reserve
 	queued        bool  // Queue > 0: workers pass the limiter
+	spins         int   // waitSlot's polls before it parks
 	lim           limiter.Limiter
 	perKey        func(string) limiter.Limiter
 	keyCap        int // the most keyed tasks waiting
@@ -183,6 +184,9 @@ func New(opts Options) (*Pool, error) {
 		wake:          make(chan struct{}, 1),
 		jobs:          make(chan job, opts.Workers+opts.Queue),
 		idle:          make(chan struct{}),
+	}
+	if opts.Queue == 0 {
+		p.spins = spins
 	}
 	p.life, p.endLife = context.WithCancelCause(parent)
 	p.tasksCtx, p.endTasks = context.WithCancelCause(p.life)
@@ -420,17 +424,23 @@ func (p *Pool) wakeWaiter() {
 	}
 }
 
-// spins is how many times waitSlot yields before it parks: with short tasks a
-// slot is usually free again within a few yields, and parking costs more.
-const spins = 64
+// spins is how many times waitSlot yields before it parks when Go waits
+// for a worker: with short tasks a worker is usually free again within a
+// few yields, and parking costs more. With Options.Queue a full queue drains
+// one task at a time and waitSlot parks at once (measured: polling there
+// costs more than it saves).
+const (
+	spins      = 64
+	yieldEvery = 1 // polls between two yields
+)
 
 // waitSlot waits until reserve succeeds, ctx ends or the pool's life ends.
 func (p *Pool) waitSlot(ctx context.Context) error {
-	for i := range spins {
+	for i := range p.spins {
 		if p.reserve() {
 			return nil
 		}
-		if i%16 == 15 {
+		if i%yieldEvery == yieldEvery-1 {
 			runtime.Gosched()
 		}
 	}
