@@ -2,9 +2,12 @@ package limiter
 
 // grantLog is the memory of the windows that slide: SlidingLog keys its
 // grants by instant, SlidingWindow by segment. It keeps one entry per key
-// that holds grants, oldest first, in a ring buffer that grows when full and
-// shrinks when at most a quarter full, so its memory follows the live
-// entries, not the largest number it ever held.
+// that holds grants, oldest first, in a ring buffer that doubles when full
+// and shrinks to fit once it has stayed at most a quarter full for a whole
+// window (span keys): its memory follows the live entries, not the largest
+// number it ever held, and a log that drains and fills again within a
+// window, as bursty demand makes it do, keeps its ring instead of
+// reallocating at every burst.
 //
 // Each entry stores the cumulative count of the permits granted through it
 // since the log began, not its own count. The permits in the log are then a
@@ -18,6 +21,9 @@ type grantLog struct {
 	head, size int
 	gone       uint64 // cumulative count before the oldest entry
 	sum        uint64 // cumulative count through the newest entry
+	span       int64  // the window, in keys
+	low        bool   // the ring has been at most a quarter full since lowAt
+	lowAt      int64  // the expiry cursor when it became so
 }
 
 type grantEntry struct {
@@ -60,6 +66,9 @@ func (l *grantLog) add(key, n int64) {
 	}
 	*l.at(l.size) = grantEntry{key: key, cum: l.sum}
 	l.size++
+	if l.low && l.size > len(l.ents)/4 {
+		l.low = false
+	}
 }
 
 // newest returns the newest entry's key and permits; ok is false when the
@@ -73,7 +82,8 @@ func (l *grantLog) newest() (key, n int64, ok bool) {
 }
 
 // untake takes n permits (at most the newest entry's) back out of the
-// newest entry, dropping the entry when that empties it.
+// newest entry, dropping the entry when that empties it. The ring stays as
+// it is: the next expire sees to its size.
 func (l *grantLog) untake(n int64) {
 	if n <= 0 || l.size == 0 {
 		return
@@ -83,13 +93,20 @@ func (l *grantLog) untake(n int64) {
 	l.sum -= uint64(n)
 	if last.cum == l.before(l.size-1) {
 		l.size--
-		l.shrink()
 	}
 }
 
-// expire drops the entries whose key is at most upTo.
+// expire drops the entries whose key is at most upTo. It finds the first
+// entry to keep by a galloping search from the oldest: O(log k) for k
+// entries dropped, so a steady stream of grants, each expiring about one
+// entry, pays O(1), and a log that expires at once pays O(log n).
 func (l *grantLog) expire(upTo int64) {
-	lo, hi := 0, l.size // the first entry with key > upTo is in [lo, hi]
+	lo, step := 0, 1 // the entries before lo have key <= upTo
+	for lo+step <= l.size && l.at(lo+step-1).key <= upTo {
+		lo += step
+		step *= 2
+	}
+	hi := min(lo+step-1, l.size) // the first entry to keep is in [lo, hi]
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
 		if l.at(mid).key > upTo {
@@ -98,13 +115,12 @@ func (l *grantLog) expire(upTo int64) {
 			lo = mid + 1
 		}
 	}
-	if lo == 0 {
-		return
+	if lo > 0 {
+		l.gone = l.at(lo - 1).cum
+		l.head = (l.head + lo) & (len(l.ents) - 1)
+		l.size -= lo
 	}
-	l.gone = l.at(lo - 1).cum
-	l.head = (l.head + lo) & (len(l.ents) - 1)
-	l.size -= lo
-	l.shrink()
+	l.shrink(upTo)
 }
 
 // keyFreeing returns the key of the oldest entry whose leaving, with every
@@ -126,19 +142,30 @@ func (l *grantLog) keyFreeing(excess uint64) (key int64, ok bool) {
 	return l.at(lo).key, true
 }
 
-// shrink halves the ring while it is at most a quarter full, down to
-// minLogCap. After a
-// shrink the ring is at least a quarter and at most half full, so growing
-// again takes as many entries as it held: a log whose size hovers around a
-// boundary does not reallocate at every grant.
-func (l *grantLog) shrink() {
+// shrink, called by expire with its cursor upTo (which never decreases),
+// shrinks the ring once it has been at most a quarter full for span keys:
+// to the smallest power of two at least minLogCap that leaves it at least
+// a quarter and at most half full, so that growing again takes as many
+// entries as it holds.
+func (l *grantLog) shrink(upTo int64) {
 	c := len(l.ents)
+	if c <= minLogCap || l.size > c/4 {
+		l.low = false
+		return
+	}
+	if !l.low {
+		l.low, l.lowAt = true, upTo
+		return
+	}
+	// upTo-lowAt cannot wrap: both lie in [-span, MaxInt64-span].
+	if upTo-l.lowAt < l.span {
+		return
+	}
 	for c > minLogCap && l.size <= c/4 {
 		c /= 2
 	}
-	if c < len(l.ents) {
-		l.resize(c)
-	}
+	l.resize(c)
+	l.low = false
 }
 
 // resize moves the entries into a ring of c >= size entries, c a power of two.

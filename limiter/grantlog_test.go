@@ -16,15 +16,17 @@ func (r *refLog) total() (t int64) {
 }
 
 // grantLog agrees with the plain model under random adds (merging at equal
-// or earlier keys), expiries, untakes and searches, and its ring stays
-// within four times its entries (and at least minLogCap).
+// or earlier keys), expiries, untakes and searches, and its ring is more
+// than four times its entries (and above minLogCap) after an expiry only
+// while a shrink is pending, for less than a window.
 func TestGrantLogModel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	var l grantLog
+	l := grantLog{span: 30}
 	var r refLog
-	key := int64(0)
+	key, cursor := int64(0), int64(-30)
 	for step := range 200_000 {
-		switch op := rng.IntN(10); {
+		op := rng.IntN(10)
+		switch {
 		case op < 5: // add, at a later key or (merging) the same or an earlier one
 			key += int64(rng.IntN(3))
 			n := int64(rng.IntN(4))
@@ -38,8 +40,9 @@ func TestGrantLogModel(t *testing.T) {
 				}
 			}
 		case op < 7: // expire up to a recent key
-			upTo := key - int64(rng.IntN(40))
+			upTo := max(key-int64(rng.IntN(40)), cursor) // the cursor never decreases
 			l.expire(upTo)
+			cursor = upTo
 			for len(r.keys) > 0 && r.keys[0] <= upTo {
 				r.keys, r.ns = r.keys[1:], r.ns[1:]
 			}
@@ -75,42 +78,51 @@ func TestGrantLogModel(t *testing.T) {
 		if k, n, ok := l.newest(); ok != (l.size > 0) || ok && (k != r.keys[len(r.keys)-1] || n != r.ns[len(r.ns)-1]) {
 			t.Fatalf("step %d: newest %d %d %v, model %v %v", step, k, n, ok, r.keys, r.ns)
 		}
-		if c := len(l.ents); c > minLogCap && l.size <= c/4 {
-			t.Fatalf("step %d: a ring of %d for %d entries", step, c, l.size)
+		// An expiry sees to the ring's size: more than four times the
+		// entries only while a shrink is pending, for less than a window.
+		if c := len(l.ents); op >= 5 && op < 7 && c > minLogCap && l.size <= c/4 && (!l.low || cursor-l.lowAt >= l.span) {
+			t.Fatalf("step %d: a ring of %d for %d entries, low %v since %d, cursor %d", step, c, l.size, l.low, l.lowAt, cursor)
 		}
 	}
 }
 
-// The ring reallocates only when it is full or a quarter full: a log whose
-// size goes back and forth across a boundary keeps its ring.
+// The ring reallocates only when it is full, or after it has been at most a
+// quarter full for a whole window: a log that drains and fills again within
+// a window keeps its ring; one that stays small for a window gives it back.
 func TestGrantLogHysteresis(t *testing.T) {
-	var l grantLog
-	for k := range int64(64) {
-		l.add(k, 1)
+	l := grantLog{span: 100}
+	next := int64(0)
+	fill := func(n int) {
+		for range n {
+			l.add(next, 1)
+			next++
+		}
 	}
+	fill(64)
 	if len(l.ents) != 64 {
 		t.Fatalf("ring of %d for 64 entries, want 64", len(l.ents))
 	}
-	l.expire(31) // 32 entries left: half full
 	ring := &l.ents[0]
-	next := int64(64)
-	for range 1000 {
-		l.add(next, 1) // 33
-		l.untake(1)    // 32
-		l.expire(next - 33)
-		l.add(next, 1)
-		next++
-		l.expire(next - 33) // back to 32
+	for range 1000 { // drain, then fill again, within the window
+		l.expire(next - 1) // empty: 64 keys after the last drain, under a window
+		fill(64)
 	}
 	if &l.ents[0] != ring {
-		t.Fatal("the ring was reallocated while its size moved between 31 and 33 of 64")
+		t.Fatal("the ring was reallocated by drains and fills within a window")
 	}
-	l.expire(next - 16) // 15 left: under a quarter
-	if len(l.ents) != 32 {
-		t.Fatalf("ring of %d for %d entries, want 32", len(l.ents), l.size)
+	// 49 entries that leave, then 15 far newer ones that stay.
+	l.expire(next - 1)
+	base := next
+	fill(49)
+	next = base + 1000
+	fill(15)
+	l.expire(base + 48) // 15 left of 64: under a quarter
+	l.expire(base + 147)
+	if len(l.ents) != 64 || l.size != 15 {
+		t.Fatalf("ring of %d for %d entries after less than a window under a quarter full, want 64 for 15", len(l.ents), l.size)
 	}
-	l.expire(next)
-	if len(l.ents) != minLogCap || l.total() != 0 {
-		t.Fatalf("empty log keeps a ring of %d and %d permits", len(l.ents), l.total())
+	l.expire(base + 148) // a window under a quarter full: shrunk to fit
+	if len(l.ents) != 32 || l.size != 15 || l.total() != 15 {
+		t.Fatalf("ring of %d for %d entries (%d permits) a window after it went under a quarter, want 32 for 15", len(l.ents), l.size, l.total())
 	}
 }

@@ -52,6 +52,7 @@ func NewSlidingLog(opts SlidingLogOptions) (*SlidingLog, error) {
 		return nil, err
 	}
 	s := &SlidingLog{p: slidingLog{limit: int64(opts.Limit), window: int64(opts.Window)}}
+	s.p.log.span = s.p.window
 	s.init(&s.p, nil, opts.Queue)
 	return s, nil
 }

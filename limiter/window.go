@@ -213,6 +213,7 @@ func NewSlidingWindow(opts SlidingWindowOptions) (*SlidingWindow, error) {
 	s := &SlidingWindow{p: slidingWindow{
 		limit: int64(opts.Limit), window: int64(opts.Window), segs: int64(opts.Segments),
 	}}
+	s.p.log.span = s.p.segs
 	s.init(&s.p, nil, opts.Queue)
 	return s, nil
 }
