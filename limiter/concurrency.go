@@ -66,15 +66,17 @@ func (p *concurrency) take(now int64, n int) (bool, int64) {
 	return false, -1
 }
 
-// give adds n > 0 free permits and returns the new count. It saturates at
-// MaxInt64 instead of wrapping, so that no over-release, however large, can
-// make the count negative (which would refuse every request from then on);
-// the caller then caps the count at the limit.
+// give adds n free permits (n < 0 takes them away, as SetLimit lowering
+// the limit does) and returns the new count. It saturates at MaxInt64
+// instead of wrapping, so that no over-release, however large, can make the
+// count negative (which would refuse every request from then on); the
+// caller then caps the count at the limit. A negative n cannot wrap: the
+// count it leaves is the limit minus the permits in use.
 func (p *concurrency) give(n int64) int64 {
 	for {
 		a := p.avail.Load()
 		b := a + n
-		if b < a {
+		if n > 0 && b < a {
 			b = math.MaxInt64
 		}
 		if p.avail.CompareAndSwap(a, b) {
@@ -168,7 +170,10 @@ func (c *Concurrency) SetLimit(limit int) error {
 	}
 	c.mu.Lock()
 	old := c.p.limit.Swap(int64(limit))
-	c.p.avail.Add(int64(limit) - old)
+	// Saturating, then capped: an over-release not yet capped may have
+	// left the count near MaxInt64, where adding would wrap.
+	c.p.give(int64(limit) - old)
+	c.p.capAtLimit()
 	c.mu.Unlock()
 	c.kick()
 	return nil
