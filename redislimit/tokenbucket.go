@@ -15,15 +15,20 @@ const maxExact = 1 << 53
 // tbScript is a token bucket as the generic cell rate algorithm, in scaled
 // integer units: one microsecond adds N units of capacity, one permit costs
 // D units (Rate = N/D permits per µs, in lowest terms), and the bucket holds
-// TOL = Burst·D. The state is the debt (units still owed) and the time it
-// was computed at. A missing state is a full bucket.
+// TOL = Burst·D. The state, one string "debt time", is the debt (units
+// still owed) and the time it was computed at; it expires when the debt
+// is paid. A missing state is a full bucket.
 //
 // ARGV: D, N, TOL, MAXEL = ceil(TOL/N) (µs to drain a full debt), GUARD,
 // then each request's permits. Every value stays below 2TOL+N < 2^53.
 var tbScript = newScript(`
 local D, N, TOL, MAXEL, GUARD = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1'
-local st = redis.call('HMGET', KEYS[1], 'd', 't')
-local debt, last = tonumber(st[1]), tonumber(st[2])
+local st = redis.call('GET', KEYS[1])
+local debt, last = 0, nil
+if st then
+  local a, b = string.match(st, '^(%d+) (%d+)$')
+  debt, last = tonumber(a), tonumber(b)
+end
 if last == nil then
   debt = 0
   if GUARD then
@@ -47,10 +52,9 @@ for i = 6, #ARGV do
 end
 out[2] = debt
 if debt == 0 then
-  redis.call('DEL', KEYS[1])
+  if st then redis.call('DEL', KEYS[1]) end
 else
-  redis.call('HSET', KEYS[1], 'd', debt, 't', now)
-  redis.call('PEXPIRE', KEYS[1], math.floor(debt / N / 1000) + 2)
+  redis.call('SET', KEYS[1], string.format('%.0f %.0f', debt, now), 'PX', math.floor(debt / N / 1000) + 2)
 end
 return out
 `)

@@ -9,14 +9,19 @@ import (
 
 // fwScript counts permits in windows aligned to Redis's clock: [k·W, (k+1)·W)
 // in microseconds since the Unix epoch, so every process agrees on them.
-// The state is the current window's start and count. A missing state is an
-// empty window.
+// The state, one string "start count time", is the current window's start
+// and count and the last decision's time. A missing state is an empty
+// window.
 //
 // ARGV: W (µs), LIMIT, GUARD, then each request's permits.
 var fwScript = newScript(`
 local W, LIMIT, GUARD = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1'
-local st = redis.call('HMGET', KEYS[1], 's', 'c', 't')
-local s, c, last = tonumber(st[1]), tonumber(st[2]), tonumber(st[3])
+local st = redis.call('GET', KEYS[1])
+local s, c, last
+if st then
+  local a, b, d = string.match(st, '^(%d+) (%d+) (%d+)$')
+  s, c, last = tonumber(a), tonumber(b), tonumber(d)
+end
 if last ~= nil and now < last then now = last end
 local start = now - math.fmod(now, W)
 if s ~= start then
@@ -37,8 +42,7 @@ for i = 4, #ARGV do
   end
 end
 out[2] = c
-redis.call('HSET', KEYS[1], 's', start, 'c', c, 't', now)
-redis.call('PEXPIRE', KEYS[1], math.floor((start + W - now) / 1000) + 2)
+redis.call('SET', KEYS[1], string.format('%.0f %.0f %.0f', start, c, now), 'PX', math.floor((start + W - now) / 1000) + 2)
 return out
 `)
 
