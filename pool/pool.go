@@ -108,6 +108,7 @@ type Pool struct {
 	capacity      int64 // workers + queue: the slots Go may reserve
 	queued        bool  // Queue > 0: workers pass the limiter
 	spins         int   // waitSlot's polls before it parks
+	maxSpinning   int64 // idle workers that may poll at once
 	lim           limiter.Limiter
 	perKey        func(string) limiter.Limiter
 	keyCap        int // the most keyed tasks waiting
@@ -186,7 +187,7 @@ func New(opts Options) (*Pool, error) {
 		idle:          make(chan struct{}),
 	}
 	if opts.Queue == 0 {
-		p.spins = spins
+		p.spins, p.maxSpinning = spins, maxSpinning
 	}
 	p.life, p.endLife = context.WithCancelCause(parent)
 	p.tasksCtx, p.endTasks = context.WithCancelCause(p.life)
@@ -484,10 +485,12 @@ func (p *Pool) worker() {
 }
 
 // workerSpins is how many times an idle worker polls for a job, yielding
-// between polls, before it parks: a burst of short tasks then flows without
-// a park and a wake-up per task. Only maxSpinning idle workers poll at once;
-// the others park at once, so that many idle workers do not take the CPU
-// from the goroutines that submit.
+// between polls, before it parks: when Go hands each task over, a burst of
+// short tasks then flows without a park and a wake-up per task. Only
+// maxSpinning idle workers poll at once; the others park at once, so that
+// many idle workers do not take the CPU from the goroutines that submit.
+// With Options.Queue no worker polls: the queue keeps them busy, and
+// measured, polling there cost more than it saved.
 const (
 	workerSpins = 64
 	maxSpinning = 1
@@ -495,7 +498,7 @@ const (
 
 // next returns the next job, or false once the pool is finished.
 func (p *Pool) next() (job, bool) {
-	if p.spinning.Add(1) <= maxSpinning {
+	if p.spinning.Add(1) <= p.maxSpinning {
 		for i := range workerSpins {
 			select {
 			case j, ok := <-p.jobs:
