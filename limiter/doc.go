@@ -103,7 +103,8 @@
 //   - [SlidingLog]: the strict limiter. It logs its grants for the last
 //     Window, so at every instant t the permits granted in (t-Window, t]
 //     number at most Limit: no burst at a window edge, no rounding. Its
-//     memory is 16 bytes per grant in the last Window.
+//     memory is 16 bytes per instant with grants in the last Window, given
+//     back as they leave; SlidingWindow's, 16 bytes per segment with grants.
 //   - [LeakyBucket]: a pacer that never bursts. After a grant of k permits at
 //     t, the next grant comes no earlier than t + k/Rate; its first grant may
 //     come at once. Callers that arrive early wait in its queue.
