@@ -83,17 +83,18 @@ type Partitioned struct {
 	keeperRunning atomic.Bool
 	unavail       atomic.Pointer[error]
 
-	origin time.Time
-	o      Options
-	po     PartitionedOptions
-	key    string
-	client redis.UniversalClient
-	owner  string
-	unit   int64 // scaled units one partition earns per ns
-	cost   int64 // scaled units one permit costs
-	ttl    time.Duration
-	margin time.Duration
-	calls  atomic.Int64 // lease round trips
+	origin  time.Time
+	o       Options
+	po      PartitionedOptions
+	key     string
+	client  redis.UniversalClient
+	bounded bool // the client bounds a call by its context's deadline
+	owner   string
+	unit    int64 // scaled units one partition earns per ns
+	cost    int64 // scaled units one permit costs
+	ttl     time.Duration
+	margin  time.Duration
+	calls   atomic.Int64 // lease round trips
 
 	mu      sync.Mutex
 	parts   []int // partitions in use, ascending
@@ -173,7 +174,7 @@ func NewPartitioned(o Options, opts PartitionedOptions) (*Partitioned, error) {
 	if cost > partScaledMax/int64(opts.Burst) {
 		return nil, optErr("Burst", "%d permits at %v in %d partitions overflows the bucket's arithmetic", opts.Burst, opts.Rate, parts)
 	}
-	if int64(ttl) > partScaledMax/(unit*parts) {
+	if unit > partScaledMax/parts || int64(ttl) > partScaledMax/(unit*parts) {
 		return nil, optErr("LeaseTTL", "%v at %v in %d partitions overflows the bucket's arithmetic", ttl, opts.Rate, parts)
 	}
 	var id [12]byte
@@ -184,7 +185,8 @@ func NewPartitioned(o Options, opts PartitionedOptions) (*Partitioned, error) {
 		o:       o,
 		po:      opts,
 		key:     redisKey("pt", hashTag(o.Key, "", false), ""),
-		client:  boundedClient(o.Client, o.timeout()),
+		client:  o.Client,
+		bounded: honoursDeadlines(o.Client),
 		owner:   hex.EncodeToString(id[:]),
 		unit:    unit,
 		cost:    cost,
@@ -304,7 +306,13 @@ func (p *Partitioned) install(now, deadline, debt, old int64) {
 		debt = 0
 	}
 	if debt == old {
-		debt++ // never the value a stale compare-and-swap expects: one unit on the safe side
+		// Never the value a stale compare-and-swap expects: one unit more
+		// debt, or, for a full bucket, a state that reads as full too.
+		if debt <= 0 {
+			debt--
+		} else {
+			debt++
+		}
 	}
 	p.cfg.Store(c)
 	p.tat.Store(debt)
@@ -654,5 +662,14 @@ func (p *Partitioned) Close() error {
 		}
 		<-done
 	}
+	// The keeper gave the partitions back; make sure none is used locally.
+	p.mu.Lock()
+	if len(p.parts) > 0 || len(p.pending) > 0 {
+		now := p.now()
+		_, old := p.lockDebt(now)
+		p.parts, p.pending = nil, nil
+		p.install(now, 0, 0, old)
+	}
+	p.mu.Unlock()
 	return nil
 }

@@ -1,7 +1,6 @@
 package redislimit
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"math/bits"
@@ -240,7 +239,10 @@ func (p *Partitioned) call(req syncRequest) (syncReply, error) {
 		args = append(args, i, req.debts[j])
 	}
 	p.calls.Add(1)
-	v, err := roundTrip(context.Background(), p.client, min(p.o.timeout(), p.ttl/4), partitionScript, []string{p.key}, args...)
+	// A late answer is dropped: partitions it gave are ours in Redis but
+	// unknown here, so they lapse after the TTL or come back to us, empty,
+	// at a later sync.
+	v, err := boundedTrip(p.bounded, p.client, min(p.o.timeout(), p.ttl/4), partitionScript, nil, []string{p.key}, args...)
 	if err != nil {
 		return syncReply{}, err
 	}

@@ -52,6 +52,7 @@ type childSpec struct {
 	Burst      int
 	Partitions int
 	TTL        time.Duration
+	Start      time.Time // when every child starts asking (they start up before it)
 	Run        time.Duration
 	Out        string
 }
@@ -59,7 +60,8 @@ type childSpec struct {
 func (c childSpec) env() []string {
 	return append(os.Environ(), partitionedChildEnv+"=1",
 		"PT_ADDR="+c.Addr, "PT_KEY="+c.Key, "PT_RATE="+strconv.Itoa(c.Rate), "PT_BURST="+strconv.Itoa(c.Burst),
-		"PT_PARTS="+strconv.Itoa(c.Partitions), "PT_TTL="+c.TTL.String(), "PT_RUN="+c.Run.String(), "PT_OUT="+c.Out)
+		"PT_PARTS="+strconv.Itoa(c.Partitions), "PT_TTL="+c.TTL.String(), "PT_RUN="+c.Run.String(), "PT_OUT="+c.Out,
+		"PT_START="+strconv.FormatInt(c.Start.UnixNano(), 10))
 }
 
 func childFromEnv() (childSpec, error) {
@@ -78,7 +80,9 @@ func childFromEnv() (childSpec, error) {
 	c.Addr, c.Key, c.Out = os.Getenv("PT_ADDR"), os.Getenv("PT_KEY"), os.Getenv("PT_OUT")
 	c.Rate, c.Burst, c.Partitions = atoi("PT_RATE"), atoi("PT_BURST"), atoi("PT_PARTS")
 	c.TTL, c.Run = dur("PT_TTL"), dur("PT_RUN")
-	return c, err
+	start, e := strconv.ParseInt(os.Getenv("PT_START"), 10, 64)
+	c.Start = time.Unix(0, start)
+	return c, errors.Join(err, e)
 }
 
 // TestPartitionedChild is a child process of the process tests; run
@@ -91,7 +95,7 @@ func TestPartitionedChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := os.OpenFile(spec.Out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	out, err := os.OpenFile(spec.Out, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +107,8 @@ func TestPartitionedChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	end := time.Now().Add(spec.Run)
+	time.Sleep(time.Until(spec.Start))
+	end := spec.Start.Add(spec.Run)
 	var rec [16]byte
 	for time.Now().Before(end) {
 		b := time.Now().UnixNano()
@@ -124,6 +129,9 @@ func TestPartitionedChild(t *testing.T) {
 	p.Close()
 	fmt.Printf("child: %d grants, %d lease calls in %v\n", p.Stats().Granted, p.LeaseCalls(), spec.Run)
 }
+
+// startDelay is the time the children have to start up.
+const startDelay = 1500 * time.Millisecond
 
 // grant is one recorded grant: the wall clock before and after the call.
 type grant struct{ before, after int64 }
@@ -230,11 +238,17 @@ type procRun struct {
 
 func startChildren(t *testing.T, spec childSpec, n int) *procRun {
 	t.Helper()
-	r := &procRun{spec: spec, start: time.Now()}
+	// The children start asking together, once all have started up (a
+	// race-enabled test binary takes a while).
+	spec.Start = time.Now().Add(startDelay)
+	r := &procRun{spec: spec, start: spec.Start}
 	dir := t.TempDir()
 	for i := range n {
 		s := spec
 		s.Out = filepath.Join(dir, fmt.Sprintf("grants-%d", i))
+		if err := os.WriteFile(s.Out, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
 		cmd := exec.Command(os.Args[0], "-test.run=^TestPartitionedChild$", "-test.count=1", "-test.v=false")
 		cmd.Env = s.env()
 		var buf bytes.Buffer

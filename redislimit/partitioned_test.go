@@ -3,9 +3,11 @@ package redislimit
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rategate/rategate/limiter"
@@ -113,5 +115,241 @@ func TestPartitionedFlowsToDemand(t *testing.T) {
 	}
 	if n := ps[1].Partitions() + ps[2].Partitions(); n != 0 {
 		t.Errorf("the idle processes hold %d partitions, want 0", n)
+	}
+}
+
+// The local decision, in a synctest bubble: partitions are installed by
+// hand (as a sync would), so no round trip is made.
+
+// holding returns a limiter that holds parts, with the given debt in
+// permits, valid for an hour.
+func holding(t *testing.T, po PartitionedOptions, parts []int, debtPermits int64) *Partitioned {
+	t.Helper()
+	p, err := NewPartitioned(Options{Client: server.Client(), Key: t.Name()}, po)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	now := p.now()
+	_, old := p.lockDebt(now)
+	p.parts = parts
+	p.leaseDeadline = now + int64(time.Hour)
+	p.install(now, p.leaseDeadline, debtPermits*p.cost, old)
+	p.mu.Unlock()
+	t.Cleanup(func() { p.o.Client.Close() })
+	return p
+}
+
+// 100/s split into 4 partitions of 25/s, each with a burst of 10.
+var unitOpts = PartitionedOptions{Rate: limiter.Per(100, time.Second), Burst: 40, Partitions: 4, LeaseTTL: time.Second}
+
+func TestPartitionedLocalBucket(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := holding(t, unitOpts, []int{1, 3}, 0)
+		if n := p.Partitions(); n != 2 {
+			t.Fatalf("Partitions() = %d, want 2", n)
+		}
+		// Two partitions: a burst of 20 at once, then 50/s.
+		if l := p.TryAcquire(20); !l.Granted() {
+			t.Fatalf("TryAcquire(20) on two full partitions: %v", l.Err())
+		}
+		l := p.TryAcquire(1)
+		if l.Granted() || !errors.Is(l.Err(), limiter.ErrLimited) || l.RetryAfter() != 20*time.Millisecond {
+			t.Fatalf("TryAcquire(1) on an empty bucket: granted %v, err %v, retry %v; want ErrLimited after 20ms", l.Granted(), l.Err(), l.RetryAfter())
+		}
+		time.Sleep(20 * time.Millisecond)
+		if l := p.TryAcquire(1); !l.Granted() {
+			t.Fatalf("TryAcquire(1) after 20ms: %v", l.Err())
+		}
+		// More than the held burst needs more partitions.
+		if st, _ := p.take(p.now(), 21); st != ptShort {
+			t.Fatalf("take(21) with a held burst of 20: status %d, want ptShort", st)
+		}
+		// More than the global burst is never granted.
+		if l := p.TryAcquire(41); !errors.Is(l.Err(), limiter.ErrExceedsLimit) {
+			t.Fatalf("TryAcquire(41) with Burst 40: %v, want ErrExceedsLimit", l.Err())
+		}
+		// No grant at or after the lease deadline.
+		p.mu.Lock()
+		deadline := p.cfg.Load().deadline
+		p.mu.Unlock()
+		if st, _ := p.take(deadline, 0); st != ptNoLease {
+			t.Fatalf("take at the lease deadline: status %d, want ptNoLease", st)
+		}
+		if st, _ := p.take(deadline-1, 0); st != ptOK {
+			t.Fatalf("take just before the lease deadline: status %d, want ptOK", st)
+		}
+	})
+}
+
+// Giving a partition back moves its share of the bucket's debt with it,
+// rounded against the giver and the next holder alike.
+func TestPartitionedReleaseShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := holding(t, unitOpts, []int{0, 1}, 15) // 15 of 20 permits owed
+		p.mu.Lock()
+		idx, debts := p.release(p.now(), 1)
+		p.mu.Unlock()
+		// Partition 1 owes 15·10/20 = 7.5 permits: 300 ms at 25/s.
+		if len(idx) != 1 || idx[0] != 1 || debts[0] != 300_000 {
+			t.Fatalf("release: %v with debts %v µs, want [1] with [300000]", idx, debts)
+		}
+		// Partition 0 keeps 7.5 of its 10: 2 whole permits available.
+		if s := p.Stats(); s.Available != 2 || p.Partitions() != 1 {
+			t.Fatalf("after the release: Available %d, Partitions %d; want 2 and 1", s.Available, p.Partitions())
+		}
+		time.Sleep(300 * time.Millisecond) // 7.5 permits at 25/s
+		if s := p.Stats(); s.Available != 10 {
+			t.Fatalf("300ms later: Available %d, want 10", s.Available)
+		}
+	})
+}
+
+// A sync's answer: lost partitions empty the bucket; partitions taken during
+// a quarantine are used only when it ends, empty.
+func TestPartitionedApply(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := holding(t, unitOpts, []int{0, 1}, 0)
+		p.mu.Lock()
+		sendAt := p.now()
+		p.apply(syncRequest{keep: []int{0, 1}}, syncReply{now: 1e15, qend: 1e15, lost: []int{1}, got: []int{2}, gotDebt: []int64{0}}, sendAt)
+		p.mu.Unlock()
+		if n, a := p.Partitions(), p.Stats().Available; n != 2 || a != 0 {
+			t.Fatalf("after losing 1 and taking 2 (full): %d partitions, %d available; want 2 and 0 (emptied)", n, a)
+		}
+		// A quarantine of 500 ms (Redis lost its state).
+		p.mu.Lock()
+		sendAt = p.now()
+		p.apply(syncRequest{keep: []int{0, 2}}, syncReply{now: 1e15, qend: 1e15 + 500_000, got: []int{3}, gotDebt: []int64{-1}}, sendAt)
+		p.mu.Unlock()
+		if n := p.Partitions(); n != 2 {
+			t.Fatalf("a partition taken in quarantine is in use at once: %d partitions", n)
+		}
+		time.Sleep(500 * time.Millisecond)
+		p.mu.Lock()
+		p.activate(p.now())
+		p.mu.Unlock()
+		// Partitions 0 and 2 refilled 500ms·50/s = 25 > 20; 3 joins empty.
+		if n, a := p.Partitions(), p.Stats().Available; n != 3 || a != 20 {
+			t.Fatalf("after the quarantine: %d partitions, %d available; want 3 and 20", n, a)
+		}
+	})
+}
+
+// Acquire waits in FIFO order, and TryAcquire does not jump the queue.
+func TestPartitionedAcquireQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := holding(t, unitOpts, []int{0}, 10) // empty: one permit per 40 ms
+		var order []int
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for i := range 3 {
+			wg.Go(func() {
+				if _, err := p.Acquire(t.Context(), 1); err != nil {
+					t.Errorf("Acquire %d: %v", i, err)
+				}
+				mu.Lock()
+				order = append(order, i)
+				mu.Unlock()
+			})
+			synctest.Wait()
+		}
+		if l := p.TryAcquire(0); l.Granted() {
+			t.Error("TryAcquire jumped three waiters")
+		}
+		if s := p.Stats(); s.Waiters != 3 || s.Queued != 3 {
+			t.Errorf("Stats with three waiters: %+v", s)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		defer cancel()
+		if _, err := p.Acquire(ctx, 1); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Acquire behind three waiters with 50ms: %v, want DeadlineExceeded", err)
+		}
+		wg.Wait()
+		if !slices.Equal(order, []int{0, 1, 2}) {
+			t.Errorf("grant order %v, want FIFO", order)
+		}
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Acquire(t.Context(), 1); !errors.Is(err, limiter.ErrClosed) {
+			t.Errorf("Acquire after Close: %v, want ErrClosed", err)
+		}
+		if l := p.TryAcquire(1); !errors.Is(l.Err(), limiter.ErrClosed) {
+			t.Errorf("TryAcquire after Close: %v, want ErrClosed", l.Err())
+		}
+	})
+}
+
+func TestPartitionedNilContext(t *testing.T) {
+	p := holding(t, unitOpts, []int{0}, 0)
+	defer func() {
+		if r := recover(); r != "redislimit: nil Context" {
+			t.Fatalf("Acquire(nil): recovered %v", r)
+		}
+		if l := p.TryAcquire(1); !l.Granted() {
+			t.Fatalf("the limiter is not usable after the nil Context panic: %v", l.Err())
+		}
+	}()
+	p.Acquire(nil, 1) //nolint:staticcheck // the programming error under test
+}
+
+// Close gives the partitions back with their state: the next holder starts
+// where the last left off (here full), while a holder that vanished without
+// giving back leaves empty buckets to the next.
+func TestPartitionedHandOver(t *testing.T) {
+	po := PartitionedOptions{Rate: limiter.Per(1000, time.Second), Burst: 100, Partitions: 4, LeaseTTL: 200 * time.Millisecond}
+	key := uniqueKey(t)
+	first := newPartitioned(t, key, po)
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	first.Acquire(ctx, 1) // takes partitions (after any quarantine)
+	cancel()
+	time.Sleep(150 * time.Millisecond) // full again: 100 permits at 1000/s
+	held := first.Partitions()
+	first.Close()
+	second := newPartitioned(t, key, po)
+	waitPartitions(t, second, held)
+	if a := second.Stats().Available; a < int64(held)*25-1 {
+		t.Errorf("after a Close, the next holder of %d partitions has %d permits available, want their full burst %d", held, a, held*25)
+	}
+
+	// A holder whose client goes away: its leases expire unreturned.
+	lostClient := server.Client()
+	third, err := NewPartitioned(Options{Client: lostClient, Key: key + "-crash"}, po)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.Close()
+	waitPartitions(t, third, 4)
+	lostClient.Close()
+	time.Sleep(po.LeaseTTL + 50*time.Millisecond)
+	fourth := newPartitioned(t, key+"-crash", po)
+	waitPartitions(t, fourth, 1)
+	if a := fourth.Stats().Available; a >= 20 {
+		t.Errorf("the holder after a crash starts with %d permits available, want an empty bucket", a)
+	}
+}
+
+// waitPartitions asks p for capacity until it holds at least n partitions.
+func waitPartitions(t *testing.T, p *Partitioned, n int) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for p.Partitions() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("holds %d partitions after 3s, want %d", p.Partitions(), n)
+		}
+		p.TryAcquire(p.po.Burst) // refused: more than held, so it asks for all
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// The local decision allocates nothing, granted or refused.
+func TestPartitionedTryAcquireAllocs(t *testing.T) {
+	p := holding(t, PartitionedOptions{Rate: limiter.Per(1, time.Hour), Burst: 4, Partitions: 2, LeaseTTL: time.Second}, []int{0, 1}, 0)
+	if a := testing.AllocsPerRun(100, func() { p.TryAcquire(1) }); a != 0 {
+		t.Fatalf("TryAcquire allocates %v times per call", a)
+	}
+	if l := p.TryAcquire(1); l.Granted() {
+		t.Fatal("the bucket should be empty after 100 calls")
 	}
 }
