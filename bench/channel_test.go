@@ -166,33 +166,36 @@ func BenchmarkChanFlow(b *testing.B) {
 		close(ch)
 		<-done
 	})
-	flow := func(b *testing.B, c *channel.Chan[int]) {
-		b.ReportAllocs()
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			for v := range c.All(ctx) {
-				sinkInt = v
-			}
-		}()
-		i := 0
-		for b.Loop() {
-			if err := c.Send(ctx, i); err != nil {
-				b.Fatal(err)
-			}
-			i++
-		}
-		c.Close()
-		<-done
-	}
 	b.Run("chan-concurrency-bounded", func(b *testing.B) {
-		flow(b, channel.New[int](must(limiter.NewConcurrency(limiter.ConcurrencyOptions{Limit: chanBuf}))))
+		chanFlow(b, ctx, channel.New[int](must(limiter.NewConcurrency(limiter.ConcurrencyOptions{Limit: chanBuf}))))
 	})
 	// Unbounded: the producer may run ahead, so the buffer (and its memory)
 	// grows with the backlog.
 	b.Run("chan-unlimited-unbounded", func(b *testing.B) {
-		flow(b, channel.New[int](chanUnlimited{}))
+		chanFlow(b, ctx, channel.New[int](chanUnlimited{}))
 	})
+}
+
+// chanFlow sends b.N items on c with ctx while a goroutine receives them
+// with All, then closes c.
+func chanFlow(b *testing.B, ctx context.Context, c *channel.Chan[int]) {
+	b.ReportAllocs()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for v := range c.All(ctx) {
+			sinkInt = v
+		}
+	}()
+	i := 0
+	for b.Loop() {
+		if err := c.Send(ctx, i); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	c.Close()
+	<-done
 }
 
 // chanDoneLimiter grants everything, but first asks the context for its Done
@@ -291,24 +294,7 @@ func BenchmarkChanSendContext(b *testing.B) {
 	b.Run("sendctx-wait", func(b *testing.B) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		c := channel.New[int](must(limiter.NewConcurrency(limiter.ConcurrencyOptions{Limit: 1})))
-		b.ReportAllocs()
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			for v := range c.All(ctx) {
-				sinkInt = v
-			}
-		}()
-		i := 0
-		for b.Loop() {
-			if err := c.Send(ctx, i); err != nil {
-				b.Fatal(err)
-			}
-			i++
-		}
-		c.Close()
-		<-done
+		chanFlow(b, ctx, channel.New[int](must(limiter.NewConcurrency(limiter.ConcurrencyOptions{Limit: 1}))))
 	})
 	for _, sh := range shapes {
 		for _, l := range lims {
