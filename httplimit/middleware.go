@@ -61,7 +61,11 @@ func New(o Options) (*Middleware, error) {
 // middleware grants it its permits, and otherwise refuses it (see
 // Options.OnRefuse). A granted lease is released when next returns, so a
 // limiter.Concurrency caps the requests in flight.
+// It panics if next is nil, as http.Handle does.
 func (m *Middleware) Wrap(next http.Handler) http.Handler {
+	if next == nil {
+		panic("httplimit: nil handler")
+	}
 	return &handler{m: m, next: next}
 }
 

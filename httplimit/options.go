@@ -40,8 +40,10 @@ type Options struct {
 	// cannot be served within Wait is refused at once, not after waiting
 	// (limiters that can tell fail at once when the wait would outlast the
 	// deadline), and one whose client goes away while queued leaves the
-	// queue, consumes nothing and gets no response. 0 refuses at once what
-	// TryAcquire does not grant.
+	// queue, consumes nothing and gets no response (net/http notices that a
+	// client has gone once the request's body has been read, at once for a
+	// request without one). 0 refuses at once what TryAcquire does not
+	// grant.
 	Wait time.Duration
 
 	// Policy names the quota policy in the RateLimit-Policy and RateLimit
