@@ -630,10 +630,12 @@ func (p *Pool) finish() {
 // and returns the tasks' errors: errors.Join of all of them in the order
 // they returned, or only the first with Options.FirstError; nil if every
 // task returned nil. A panic is a *PanicError. Errors of Go calls are not
-// included: Go returned them. With Options.Queue, the error of each queued
-// task that could not start (ErrClosed, the limiter's error) is included. Wait may be called any number of times, also
-// concurrently and after Close; each returns the same. A task must not call
-// Wait on its own pool: Wait would wait for it.
+// included: Go returned them. The error of each queued task that could not
+// start (with Options.Queue, and every GoKey task: ErrClosed, its GoKey
+// context's error, the limiter's error) is included. Wait may be called any
+// number of times, also concurrently and after Close; each returns the same.
+// A task must not call Wait on its own pool: Wait would wait for it. Wait
+// ends the pool: see the package doc on why a Pool is used once.
 func (p *Pool) Wait() error {
 	p.shut()
 	<-p.idle
@@ -656,7 +658,8 @@ func (p *Pool) Wait() error {
 	return p.result
 }
 
-// Close refuses new tasks, fails the Go calls still waiting with ErrClosed,
+// Close refuses new tasks, fails the Go calls still waiting with ErrClosed
+// (and the queued tasks that have not started: Wait reports them),
 // ends the tasks' context (context.Cause is ErrClosed), and waits for the
 // running tasks to return and the workers to stop. It returns nil; call
 // Wait afterwards for the tasks' errors. Close may be called any number of

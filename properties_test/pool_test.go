@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -213,7 +214,26 @@ func poolCheck(rt *rapid.T, c config, plan poolPlan, out poolOutcome) {
 	} else if err := checkSafety(c, out.starts); err != nil {
 		rt.Fatalf("%v: the task starts broke the limiter's bound: %v", c, err)
 	}
-	var failed, notStarted []int
+	failed, notStarted := poolCheckSubmissions(rt, c, plan, out)
+	if id := len(out.goErr); id != poolTaskCount(plan) {
+		rt.Fatalf("%d submissions recorded of %d", id, poolTaskCount(plan))
+	}
+	if len(notStarted) > 0 && out.closed < 0 && c.queue.Limit == 0 {
+		rt.Fatalf("tasks %v were queued and never started, without Close or a limiter queue cap", notStarted)
+	}
+	if len(failed)+len(notStarted) == 0 {
+		if out.waitErr != nil {
+			rt.Fatalf("no task failed, Wait = %v", out.waitErr)
+		}
+		return
+	}
+	poolCheckWait(rt, c, plan, out, failed, notStarted)
+}
+
+// poolCheckSubmissions checks each task's runs against its submission's
+// error, and returns the tasks that ran and failed and those that were
+// queued and never started.
+func poolCheckSubmissions(rt *rapid.T, c config, plan poolPlan, out poolOutcome) (failed, notStarted []int) {
 	for id, goErr := range out.goErr {
 		tk := poolTaskOf(plan, id)
 		if goErr == nil {
@@ -245,39 +265,23 @@ func poolCheck(rt *rapid.T, c config, plan poolPlan, out poolOutcome) {
 			rt.Fatalf("task %d %v: Go failed with %v", id, tk, goErr)
 		}
 	}
-	if id := len(out.goErr); id != poolTaskCount(plan) {
-		rt.Fatalf("%d submissions recorded of %d", id, poolTaskCount(plan))
-	}
-	if len(notStarted) > 0 && out.closed < 0 && c.queue.Limit == 0 {
-		rt.Fatalf("tasks %v were queued and never started, without Close or a limiter queue cap", notStarted)
-	}
-	if len(failed)+len(notStarted) == 0 {
-		if out.waitErr != nil {
-			rt.Fatalf("no task failed, Wait = %v", out.waitErr)
-		}
-		return
-	}
-	matches := func(err error, id int) bool {
-		var pe *pool.PanicError
-		if errors.As(err, &pe) {
-			return pe.Value == poolPanicValue(id)
-		}
-		return err != nil && err.Error() == out.taskErr[id].Error()
-	}
+	return failed, notStarted
+}
+
+// poolCheckWait checks that Wait reports every failed task once (or, with
+// FirstError, one of them) and every task that did not start.
+func poolCheckWait(rt *rapid.T, c config, plan poolPlan, out poolOutcome, failed, notStarted []int) {
+	matches := func(err error, id int) bool { return poolErrMatches(out, err, id) }
 	// notStartedErr: a queued task's error for not starting.
 	notStartedErr := func(err error) bool {
 		return errors.Is(err, pool.ErrClosed) && out.closed >= 0 || errors.Is(err, limiter.ErrQueueFull) && c.queue.Limit > 0
 	}
 	if plan.firstError {
-		for _, id := range failed {
-			if matches(out.waitErr, id) {
-				return
-			}
+		if !slices.ContainsFunc(failed, func(id int) bool { return matches(out.waitErr, id) }) &&
+			!(len(notStarted) > 0 && notStartedErr(out.waitErr)) {
+			rt.Fatalf("FirstError: Wait = %v, not one of the failed tasks %v", out.waitErr, failed)
 		}
-		if len(notStarted) > 0 && notStartedErr(out.waitErr) {
-			return
-		}
-		rt.Fatalf("FirstError: Wait = %v, not one of the failed tasks %v", out.waitErr, failed)
+		return
 	}
 	joined, ok := out.waitErr.(interface{ Unwrap() []error })
 	if !ok {
@@ -307,6 +311,15 @@ func poolCheck(rt *rapid.T, c config, plan poolPlan, out poolOutcome) {
 			rt.Fatalf("task %d's error %v is %d times in Wait's", id, out.taskErr[id], n)
 		}
 	}
+}
+
+// poolErrMatches reports whether err is task id's error (or its panic).
+func poolErrMatches(out poolOutcome, err error, id int) bool {
+	var pe *pool.PanicError
+	if errors.As(err, &pe) {
+		return pe.Value == poolPanicValue(id)
+	}
+	return err != nil && err.Error() == out.taskErr[id].Error()
 }
 
 func poolTaskOf(plan poolPlan, id int) poolTask {
