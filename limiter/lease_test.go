@@ -164,9 +164,3 @@ func TestRateLeaseReleaseIsNoOp(t *testing.T) {
 		}
 	})
 }
-
-func canceledCtx() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	return ctx
-}

@@ -50,7 +50,7 @@ func TestRetryAfterExact(t *testing.T) {
 				if l := lim.TryAcquire(1); l.Granted() || l.RetryAfter() != 1 {
 					t.Fatalf("1ns before RetryAfter: granted %v retry %v; want refused, 1ns", l.Granted(), l.RetryAfter())
 				}
-				time.Sleep(1)
+				time.Sleep(time.Nanosecond)
 				if l := lim.TryAcquire(1); !l.Granted() {
 					t.Fatalf("at RetryAfter: refused (%v, retry %v)", l.Err(), l.RetryAfter())
 				}

@@ -480,15 +480,6 @@ func add(a, b int64) int64 {
 	return c
 }
 
-// floorDiv returns floor(a/b) for b > 0 and any sign of a.
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && a < 0 {
-		q--
-	}
-	return q
-}
-
 // ceilDiv returns ceil(a/b) for b > 0 and any sign of a.
 func ceilDiv(a, b int64) int64 {
 	q := a / b

@@ -42,20 +42,20 @@ func newModel(c config) *model {
 // decide returns what TryAcquire(k) at now must return: whether it is
 // granted, the error it is refused with (nil when granted), and RetryAfter.
 // closedErrs lists the errors allowed when several reasons apply.
-func (m *model) decide(now time.Duration, k int) (ok bool, want error, retry time.Duration) {
+func (m *model) decide(now time.Duration, k int) (ok bool, retry time.Duration, want error) {
 	switch {
 	case k < 0:
-		return false, limiter.ErrInvalidCount, 0
+		return false, 0, limiter.ErrInvalidCount
 	case k > m.c.maxRequest():
-		return false, limiter.ErrExceedsLimit, 0
+		return false, 0, limiter.ErrExceedsLimit
 	case m.closed:
-		return false, limiter.ErrClosed, 0
+		return false, 0, limiter.ErrClosed
 	}
 	ok, retry = m.allow(int64(now), int64(k))
 	if ok {
-		return true, nil, 0
+		return true, 0, nil
 	}
-	return false, limiter.ErrLimited, retry
+	return false, retry, limiter.ErrLimited
 }
 
 // commit records a grant of k permits at now.
@@ -241,7 +241,7 @@ func testModel(t *testing.T, k kind) {
 					at := now()
 					begin(where(fmt.Sprintf("TryAcquire(%d)", n)))
 					lease := lim.TryAcquire(n)
-					ok, want, retry := m.decide(at, n)
+					ok, retry, want := m.decide(at, n)
 					what := where(fmt.Sprintf("TryAcquire(%d) = {Granted:%v Permits:%d Err:%v RetryAfter:%v=%dns}; model: {Granted:%v Err:%v RetryAfter:%v=%dns}",
 						n, lease.Granted(), lease.Permits(), lease.Err(), lease.RetryAfter(), int64(lease.RetryAfter()), ok, want, retry, int64(retry)))
 					if lease.Granted() != ok {
@@ -295,7 +295,7 @@ func testModel(t *testing.T, k kind) {
 						ctx, cancel = context.WithTimeout(ctx, timeout)
 					}
 					at := now()
-					ok, want, retry := m.decide(at, n)
+					ok, retry, want := m.decide(at, n)
 					begin(where(fmt.Sprintf("Acquire(%d) with timeout %dns", n, int64(timeout))))
 					lease, err := lim.Acquire(ctx, n)
 					end := now()

@@ -444,7 +444,7 @@ func checkRun(c config, s schedule, r *run) error {
 		m.inUse = 0 // every lease was released before the probes
 	}
 	for _, x := range r.probes {
-		ok, want, retry := m.decide(x.start, x.o.n)
+		ok, retry, want := m.decide(x.start, x.o.n)
 		if x.granted != ok || (!ok && !errors.Is(x.err, want)) || (!ok && x.retry != retry) {
 			fail("conservation: probe %s, but the model, from the grants alone, says granted %v err %v RetryAfter %dns (last grants: %s)",
 				x, ok, want, int64(retry), fmtGrants(log[max(len(log)-20, 0):], 20))
@@ -628,7 +628,7 @@ func checkDecisions(c config, s schedule, r *run) []error {
 				m.inUse -= y.n
 			}
 		}
-		ok, want, retry := m.decide(x.start, x.o.n)
+		ok, retry, want := m.decide(x.start, x.o.n)
 		switch x.o.kind {
 		case opTry:
 			if x.granted != ok || (!ok && (!errors.Is(x.err, want) || x.retry != retry)) {
