@@ -26,19 +26,22 @@ func ExampleLimitByIP() {
 			log.Fatal(err)
 		}
 		resp.Body.Close()
-		fmt.Printf("%s | RateLimit: %s | Retry-After: %q\n", resp.Status, resp.Header.Get("RateLimit"), resp.Header.Get("Retry-After"))
+		// RateLimit (quota left, seconds to the window's end) and
+		// Retry-After depend on the clock; the policy does not.
+		fmt.Printf("%s | RateLimit-Policy: %s | Retry-After set: %v\n",
+			resp.Status, resp.Header.Get("RateLimit-Policy"), resp.Header.Get("Retry-After") != "")
 	}
 	// Output:
-	// 200 OK | RateLimit: "default";r=1;t=60 | Retry-After: ""
-	// 200 OK | RateLimit: "default";r=0;t=60 | Retry-After: ""
-	// 429 Too Many Requests | RateLimit: "default";r=0;t=60 | Retry-After: "60"
+	// 200 OK | RateLimit-Policy: "default";q=2;w=60 | Retry-After set: false
+	// 200 OK | RateLimit-Policy: "default";q=2;w=60 | Retry-After set: false
+	// 429 Too Many Requests | RateLimit-Policy: "default";q=2;w=60 | Retry-After set: true
 }
 
 // A limit per client behind a reverse proxy, with a hook that counts the
 // decisions, and a costlier route.
 func ExampleNew() {
-	// 10 permits per client, refilled at 10 a second; a search costs 5.
-	buckets, err := limiter.NewKeyedTokenBucket[string](limiter.TokenBucketOptions{Rate: limiter.Per(10, time.Second), Burst: 10})
+	// 10 permits per client, refilled at 10 a minute; a search costs 5.
+	buckets, err := limiter.NewKeyedTokenBucket[string](limiter.TokenBucketOptions{Rate: limiter.Per(10, time.Minute), Burst: 10})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -70,9 +73,9 @@ func ExampleNew() {
 	}
 	fmt.Println(count[httplimit.Served], "served,", count[httplimit.Limited], "limited")
 	// Output:
-	// /search 200 "default";q=10;w=1
-	// /search 200 "default";q=10;w=1
-	// /item 429 "default";q=10;w=1
+	// /search 200 "default";q=10;w=60
+	// /search 200 "default";q=10;w=60
+	// /item 429 "default";q=10;w=60
 	// 2 served, 1 limited
 }
 
