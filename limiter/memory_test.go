@@ -83,15 +83,15 @@ func refusedCost(t *testing.T, try func() Lease) time.Duration {
 	return best
 }
 
-// A refused request does not walk the log: with 1<<19 grants in a sliding
+// A refused request does not walk the log: with 1<<18 grants in a sliding
 // log, the refusal of a request that must wait for all of them to leave
 // takes a binary search. The bound is some hundred times what a search
 // costs and a tenth of what a walk did, so only a walk fails it.
 func TestSlidingLogRefusalCost(t *testing.T) {
 	if testing.Short() {
-		t.Skip("fills a log of 1<<19 grants")
+		t.Skip("fills a log of 1<<18 grants")
 	}
-	const grants = 1 << 19
+	const grants = 1 << 18
 	lim, err := NewSlidingLog(SlidingLogOptions{Limit: 2 * grants, Window: time.Hour})
 	if err != nil {
 		t.Fatal(err)
