@@ -95,6 +95,7 @@ func (k *ipKey) key(r *http.Request) (string, error) {
 }
 
 func (k *ipKey) isTrusted(a netip.Addr) bool {
+	a = a.WithZone("").Unmap() // ::ffff:10.0.0.1 is 10.0.0.1, as its key is
 	for _, p := range k.trusted {
 		if p.Contains(a) {
 			return true

@@ -35,6 +35,7 @@ func TestClientIP(t *testing.T) {
 		{"garbage from a trusted hop", "10.0.0.1:1", map[string][]string{"X-Forwarded-For": {"6.6.6.6, unknown, 10.1.1.1"}}, proxies, "10.1.1.1"},
 		{"IPv6 entry with port", "10.0.0.1:1", map[string][]string{"X-Forwarded-For": {"[2001:db8::9]:443"}}, proxies, "2001:db8::9"},
 		{"non-canonical entry", "10.0.0.1:1", map[string][]string{"X-Forwarded-For": {"2001:DB8:0::9"}}, proxies, "2001:db8::9"},
+		{"trusted 4in6 peer", "[::ffff:10.0.0.1]:1", map[string][]string{"X-Forwarded-For": {"198.51.100.1"}}, proxies, "198.51.100.1"},
 		{"trusted IPv6 peer", "[2001:db8:ffff::1]:1", map[string][]string{"X-Forwarded-For": {"198.51.100.1"}}, proxies, "198.51.100.1"},
 		{"Forwarded", "10.0.0.1:1", map[string][]string{"Forwarded": {`for=6.6.6.6, for="[2001:db8:cafe::17]:4711";proto=https`}}, proxies, "2001:db8:cafe::17"},
 		{"Forwarded chain", "10.0.0.1:1", map[string][]string{"Forwarded": {"for=198.51.100.1;by=10.1.1.1, For=10.1.1.1"}}, proxies, "198.51.100.1"},
@@ -113,4 +114,30 @@ func TestHeaderAndKeys(t *testing.T) {
 	if _, err := httplimit.RouteFunc(func(*http.Request) string { return "" })(r); !errors.Is(err, httplimit.ErrNoKey) {
 		t.Errorf("RouteFunc without pattern: %v", err)
 	}
+}
+
+// FuzzClientIP: any RemoteAddr and forwarding headers give a key that is
+// an IP address (or an error), and an untrusted peer is its own key
+// whatever the headers say.
+func FuzzClientIP(f *testing.F) {
+	f.Add("10.0.0.1:1", "6.6.6.6, 198.51.100.1", `for="[2001:db8::1]:80"`)
+	f.Add("192.0.2.1:1", "198.51.100.1", "for=unknown")
+	f.Add("[::1]:1", "", "for=_hidden;proto=http, for=1.2.3.4")
+	trusted := httplimit.ClientIP(netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("::1/128"))
+	f.Fuzz(func(t *testing.T, remote, xff, fwd string) {
+		r := get(remote)
+		r.Header["X-Forwarded-For"] = []string{xff}
+		r.Header["Forwarded"] = []string{fwd}
+		key, err := trusted(r)
+		if err != nil {
+			return
+		}
+		a, perr := netip.ParseAddr(key)
+		if perr != nil || a.Zone() != "" || a.Is4In6() || a.String() != key {
+			t.Fatalf("remote %q xff %q fwd %q: key %q is not a canonical address", remote, xff, fwd, key)
+		}
+		if peer, _ := httplimit.ClientIP()(r); peer != "" && !strings.HasPrefix(peer, "10.") && peer != "::1" && key != peer {
+			t.Errorf("untrusted peer %q keyed as %q", peer, key)
+		}
+	})
 }

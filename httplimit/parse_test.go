@@ -62,3 +62,20 @@ func TestPolicyWindow(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseRateLimit: any field value parses without panic, and what is
+// read is non-negative.
+func FuzzParseRateLimit(f *testing.F) {
+	for _, s := range []string{`"default";r=50;t=30`, `"a";r=5, "b";r=2;t=60`, `"x\"y";r=1`, `junk`, `"a";r=-1`, `",";r=1`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		r, tt, ok := parseRateLimit(http.Header{"Ratelimit": {v}})
+		if ok && (r < 0 || tt < 0) {
+			t.Errorf("%q: r=%d t=%d", v, r, tt)
+		}
+		if !ok && (r != 0 || tt != 0) {
+			t.Errorf("%q: not read, yet r=%d t=%d", v, r, tt)
+		}
+	})
+}
