@@ -117,56 +117,16 @@ func TestLoad(t *testing.T) {
 	defer tr.CloseIdleConnections()
 	c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
 
-	var sent, served, refused, other atomic.Int64
-	var firstErr atomic.Value
-	deadline := time.Now().Add(dur)
-	var wg sync.WaitGroup
-	for w := range clients {
-		wg.Go(func() {
-			for i := w; time.Now().Before(deadline) && sent.Add(1) <= maxReqs; i += clients {
-				req, _ := http.NewRequest("GET", srv.URL, nil)
-				req.Header.Set("X-Forwarded-For", fmt.Sprintf("198.18.%d.%d", i%addrs/100, i%addrs%100+1))
-				resp, err := c.Do(req)
-				if err != nil {
-					firstErr.CompareAndSwap(nil, err)
-					other.Add(1)
-					continue
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				switch resp.StatusCode {
-				case http.StatusOK:
-					served.Add(1)
-				case http.StatusTooManyRequests:
-					refused.Add(1)
-				default:
-					other.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
+	var counts loadCounts
+	firstErr := counts.run(c, srv.URL, clients, addrs, maxReqs, time.Now().Add(dur))
+	served, refused, other := &counts.served, &counts.refused, &counts.other
 	if other.Load() != 0 {
-		t.Errorf("%d responses neither 200 nor 429 (first error: %v)", other.Load(), firstErr.Load())
+		t.Errorf("%d responses neither 200 nor 429 (first error: %v)", other.Load(), firstErr)
 	}
 	if len(rec.grants) != addrs {
 		t.Errorf("%d clients seen, want %d", len(rec.grants), addrs)
 	}
-	var eps time.Duration
-	for _, g := range rec.grants {
-		for _, s := range g {
-			eps = max(eps, s.after.Sub(s.before))
-		}
-	}
-	for k, g := range rec.grants {
-		slices.SortFunc(g, func(a, b span) int { return a.after.Compare(b.after) })
-		for i := 0; i+limit < len(g); i++ {
-			if span := g[i+limit].after.Sub(g[i].after); span < window-eps {
-				t.Errorf("client %s: %d grants within %v (uncertainty %v), over %d per %v", k, limit+1, span, eps, limit, window)
-				break
-			}
-		}
-	}
+	checkBound(t, rec.grants, limit, window)
 	maxServed := int64(addrs) * limit * int64((dur+window-1)/window+1)
 	if served.Load() == 0 || served.Load() > maxServed {
 		t.Errorf("%d served, want between 1 and %d", served.Load(), maxServed)
@@ -175,4 +135,71 @@ func TestLoad(t *testing.T) {
 	pct := func(p float64) time.Duration { return added[int(p*float64(len(added)-1))] }
 	t.Logf("%v, %d clients as %d addresses: %d requests, %d served, %d refused (429), 0 5xx; middleware's added latency p50 %v, p99 %v, max %v",
 		dur, clients, addrs, served.Load()+refused.Load(), served.Load(), refused.Load(), pct(0.5), pct(0.99), added[len(added)-1])
+}
+
+// loadCounts counts a load test's requests by outcome.
+type loadCounts struct{ sent, served, refused, other atomic.Int64 }
+
+// run sends requests from clients goroutines, as addrs client addresses in
+// turn, until deadline or maxReqs requests, and returns the first error.
+func (lc *loadCounts) run(c *http.Client, url string, clients, addrs int, maxReqs int64, deadline time.Time) error {
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	for w := range clients {
+		wg.Go(func() {
+			for i := w; time.Now().Before(deadline) && lc.sent.Add(1) <= maxReqs; i += clients {
+				if err := lc.one(c, url, fmt.Sprintf("198.18.%d.%d", i%addrs/100, i%addrs%100+1)); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	err, _ := firstErr.Load().(error)
+	return err
+}
+
+func (lc *loadCounts) one(c *http.Client, url, client string) error {
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("X-Forwarded-For", client)
+	resp, err := c.Do(req)
+	if err != nil {
+		lc.other.Add(1)
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+		lc.served.Add(1)
+	case http.StatusTooManyRequests:
+		lc.refused.Add(1)
+	default:
+		lc.other.Add(1)
+	}
+	return nil
+}
+
+// checkBound fails t if some client had more than limit grants within a
+// window, as far as the grants' spans prove it: each grant's instant lies
+// in its span, so limit+1 grants whose latest ends are less than
+// window - eps apart (eps: the longest span) were certainly less than
+// window apart.
+func checkBound(t *testing.T, grants map[string][]span, limit int, window time.Duration) {
+	t.Helper()
+	var eps time.Duration
+	for _, g := range grants {
+		for _, s := range g {
+			eps = max(eps, s.after.Sub(s.before))
+		}
+	}
+	for k, g := range grants {
+		slices.SortFunc(g, func(a, b span) int { return a.after.Compare(b.after) })
+		for i := 0; i+limit < len(g); i++ {
+			if d := g[i+limit].after.Sub(g[i].after); d < window-eps {
+				t.Errorf("client %s: %d grants within %v (uncertainty %v), over %d per %v", k, limit+1, d, eps, limit, window)
+				break
+			}
+		}
+	}
 }
