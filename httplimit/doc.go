@@ -20,9 +20,11 @@
 // A request that is granted its permits is served. One that is not is
 // refused at once ([Options].Wait = 0), or waits in the limiter's queue for
 // up to Wait and is then served in its turn: the leaky-bucket middleware,
-// which turns bursts into a steady flow. A queued request that cannot be
-// served within Wait is refused at once rather than after waiting, and one
-// whose client goes away leaves the queue having consumed nothing.
+// which turns bursts into a steady flow.
+// A request that cannot be served within Wait is refused: at once when the
+// limiter can tell (rategate's limiters can when no one waits ahead of it,
+// or when the one ahead will wait longer), else when Wait ends. One whose
+// client goes away leaves the queue having consumed nothing.
 //
 // A refusal is 429 with Retry-After, in whole seconds rounded up, and every
 // response of a limited request tells the client where it stands with the

@@ -37,9 +37,10 @@ type Options struct {
 	// Wait, when positive, queues a request that cannot be served at once
 	// in the limiter's queue for up to Wait (the leaky-bucket middleware:
 	// requests are served in turn at the limiter's pace). A request that
-	// cannot be served within Wait is refused at once, not after waiting
-	// (limiters that can tell fail at once when the wait would outlast the
-	// deadline), and one whose client goes away while queued leaves the
+	// cannot be served within Wait is refused: at once when the limiter can
+	// tell (its Acquire fails at once when the wait would outlast the
+	// deadline), else when Wait ends. One whose client goes away while
+	// queued leaves the
 	// queue, consumes nothing and gets no response (net/http notices that a
 	// client has gone once the request's body has been read, at once for a
 	// request without one). 0 refuses at once what TryAcquire does not
