@@ -149,6 +149,9 @@ func (m *Middleware) target(r *http.Request, d *Decision) (target, bool) {
 		return target{}, false
 	}
 	if m.perKey == nil && m.keyed == nil {
+		if m.onDecision != nil {
+			d.Key, _ = m.key(r) // for the hook only: one limit does not need it
+		}
 		return target{lim: m.lim}, true
 	}
 	key, err := m.key(r)

@@ -194,6 +194,9 @@ func TestWaitQueues(t *testing.T) {
 				}
 			}
 		}
+		if decisions[0].Key != "192.0.2.1" {
+			t.Errorf("one limit: the hook got key %q, want the client's address", decisions[0].Key)
+		}
 		if served != 3 || limited != 2 {
 			t.Errorf("decisions: %d served, %d limited, want 3 and 2", served, limited)
 		}

@@ -152,7 +152,9 @@ type Decision struct {
 	// Status is the response status of a request not served (0 when
 	// served, or gone).
 	Status int
-	// Key is the request's key ("" with Options.Limiter).
+	// Key is the request's key. With Options.Limiter, which needs none, it
+	// is the Key function's result when OnDecision is set ("" if that
+	// fails), so that hooks can log the client.
 	Key string
 	// Cost is the permits the request asked for.
 	Cost int
