@@ -242,7 +242,7 @@ func (p *Partitioned) call(req syncRequest) (syncReply, error) {
 	// A late answer is dropped: partitions it gave are ours in Redis but
 	// unknown here, so they lapse after the TTL or come back to us, empty,
 	// at a later sync.
-	v, err := boundedTrip(p.bounded, p.client, min(p.o.timeout(), p.ttl/4), partitionScript, nil, []string{p.key}, args...)
+	v, err := boundedTrip(p.bounded, p.client, min(p.o.timeout(), p.ttl/3), partitionScript, nil, []string{p.key}, args...)
 	if err != nil {
 		return syncReply{}, err
 	}
@@ -327,14 +327,14 @@ func (p *Partitioned) apply(req syncRequest, r syncReply, sendAt int64) time.Dur
 	// no one else held meanwhile (the owner in Redis is still us).
 	p.install(now, deadline, debt, old)
 
-	next := p.ttl / 3
+	next := p.renewEvery()
 	if r.excess > 0 {
 		p.excess = r.excess
 		next = 0
 	}
 	held := len(p.parts) + len(p.pending)
 	if req.hungry && (float64(held) < math.Floor(r.level) || r.free > 0 && float64(held) < math.Ceil(r.level)) {
-		next = min(next, p.ttl/12)
+		next = min(next, p.pollEvery())
 	}
 	for _, q := range p.pending {
 		next = min(next, time.Duration(q.notBefore-now))
@@ -369,4 +369,15 @@ func (p *Partitioned) refillUS(i int) int64 {
 		return math.MaxInt64 / 4
 	}
 	return us
+}
+
+// renewEvery is the period of renewals: a third of the TTL, so that two
+// can fail before the leases lapse, and at most a second, so that holders
+// hear within a second that another process wants partitions.
+func (p *Partitioned) renewEvery() time.Duration { return min(p.ttl/3, time.Second) }
+
+// pollEvery is how often a process below its fair share looks for the
+// partitions others give back.
+func (p *Partitioned) pollEvery() time.Duration {
+	return min(max(p.ttl/12, 5*time.Millisecond), 50*time.Millisecond)
 }
