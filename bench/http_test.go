@@ -3,6 +3,7 @@ package bench
 import (
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -20,7 +21,8 @@ import (
 //
 //   - rategate-bucket: httplimit with a limiter.KeyedTokenBucket (Options.Keyed);
 //   - rategate-LimitByIP: httplimit.LimitByIP (a strict sliding log per address);
-//   - httprate: go-chi/httprate's LimitByIP (a sliding window counter);
+//   - httprate: go-chi/httprate's LimitByIP, as LimitBy with its KeyByIP
+//     (a sliding window counter);
 //   - tollbooth: didip/tollbooth/v7's LimitHandler (x/time/rate per key);
 //   - bare: the handler alone, the floor.
 //
@@ -83,7 +85,9 @@ func httpCases() []httpCase {
 			return httplimit.LimitByIP(n, w)(h)
 		}},
 		{"httprate", func(_ *testing.B, n int, w time.Duration, h http.Handler) http.Handler {
-			return httprate.LimitByIP(n, w)(h)
+			// LimitByIP (deprecated in v0.16 only to make callers state
+			// where the address comes from), spelled out.
+			return httprate.LimitBy(n, w, remoteIP)(h)
 		}},
 		{"tollbooth", func(_ *testing.B, n int, w time.Duration, h http.Handler) http.Handler {
 			lmt := tollbooth.NewLimiter(float64(n)/w.Seconds(), nil)
@@ -92,6 +96,15 @@ func httpCases() []httpCase {
 			return tollbooth.LimitHandler(lmt, h)
 		}},
 	}
+}
+
+// remoteIP is httprate's KeyByIP: RemoteAddr's host, canonicalized.
+func remoteIP(r *http.Request) (string, error) {
+	ip, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		ip = r.RemoteAddr
+	}
+	return httprate.CanonicalizeIP(ip), nil
 }
 
 // headerWriter is a ResponseWriter that keeps nothing but its header map.
