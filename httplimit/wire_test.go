@@ -3,6 +3,7 @@ package httplimit_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -13,6 +14,18 @@ import (
 	"github.com/rategate/rategate/httplimit"
 	"github.com/rategate/rategate/limiter"
 )
+
+// needCurl skips t when curl is not installed, except in CI (the CI
+// environment variable set), where it fails: CI installs curl.
+func needCurl(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("curl"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("curl is not installed (CI is set): %v", err)
+		}
+		t.Skip("curl is not installed")
+	}
+}
 
 // curl fetches url with curl and returns the response head as sent on the
 // wire (status line and header lines, CRLFs removed).
@@ -47,9 +60,7 @@ func field(t *testing.T, head []string, name string) string {
 // field lists of a string item with integer parameters), Retry-After as
 // delay-seconds, and the legacy fields.
 func TestWireFormatCurl(t *testing.T) {
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("curl is not installed")
-	}
+	needCurl(t)
 	lim, err := limiter.NewFixedWindow(limiter.FixedWindowOptions{Limit: 2, Window: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -93,9 +104,7 @@ func TestWireFormatCurl(t *testing.T) {
 // The concurrency policy on the wire: no window, quota unit
 // "concurrent-requests", and r without t.
 func TestWireFormatConcurrencyCurl(t *testing.T) {
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("curl is not installed")
-	}
+	needCurl(t)
 	lim, err := limiter.NewConcurrency(limiter.ConcurrencyOptions{Limit: 8})
 	if err != nil {
 		t.Fatal(err)
@@ -113,9 +122,7 @@ func TestWireFormatConcurrencyCurl(t *testing.T) {
 
 // Behind a trusted proxy hop, curl's X-Forwarded-For names the client.
 func TestForwardedForCurl(t *testing.T) {
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("curl is not installed")
-	}
+	needCurl(t)
 	key, err := httplimit.IPKey(httplimit.IPKeyOptions{Trusted: loopback})
 	if err != nil {
 		t.Fatal(err)
