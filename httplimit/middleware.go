@@ -137,8 +137,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	d.Quota = t.quota()
-	m.refuse(w, r, &d, d.Outcome == Limited || d.Outcome == QueueFull)
+	limited := d.Outcome == Limited || d.Outcome == QueueFull
+	if limited {
+		d.Quota = t.quota() // not after a failure: the limiter could not decide
+	}
+	m.refuse(w, r, &d, limited)
 }
 
 // target finds the limiter of r, or fills d with a failure.
