@@ -247,17 +247,18 @@ type QueueOptions struct {
 	// Order is the service order: OldestFirst (default) or NewestFirst.
 	Order Order
 	// Spin, when positive, fixes how long before its instant the head
-	// waiter stops sleeping on a timer and polls the clock instead (yielding
-	// with runtime.Gosched between polls). Zero, the default, adapts it to
-	// how late timers have fired in this process (an estimate of their 90th
-	// percentile lateness, at most 2 ms): timers on Linux fire up to a
-	// millisecond late, and a grant booked when a late timer fires loses
-	// that lateness, which caps a pacer well under its rate. Either way a
-	// grant is never booked before the instant the bound allows, and where
-	// the clock stands still while polled, as in a testing/synctest bubble,
-	// the waiter waits on its timer alone. The spin costs CPU while a head
-	// waiter spins: up to one core for rates whose waits are shorter than
-	// about a millisecond.
+	// waiter stops sleeping on a Go timer and waits precisely instead. Zero,
+	// the default, adapts it to how late Go timers have fired in this
+	// process (an estimate of their 90th percentile lateness, at most 2 ms):
+	// timers on Linux fire up to a millisecond late, and a grant booked when
+	// a late timer fires loses that lateness, which caps a pacer well under
+	// its rate. The precise end waits, on Linux, on one OS timer (a timerfd)
+	// that the whole process shares, and polls the clock for its last
+	// microseconds; elsewhere it polls the clock, yielding between polls,
+	// which keeps a core busy while it lasts. Either way a grant is never
+	// booked before the instant the bound allows, and where the clock stands
+	// still while polled, as in a testing/synctest bubble, the waiter waits
+	// on its Go timer alone.
 	Spin time.Duration
 }
 

@@ -40,14 +40,15 @@
 // as the limiter's own queue does: on a Go timer (one per stream, reused,
 // so a Read or Write allocates nothing), which on Linux fires up to a
 // millisecond late, ending a little before the instant, then, for the rest,
-// polling the clock and yielding the processor between polls. The spin is
-// only as long as timers have been late in this process, and shorter by
-// what the limiter absorbs: a token bucket whose spare burst keeps filling
-// longer than a timer is late needs none, and its streams wait on the timer
-// alone. No wait blocks an OS thread, so many waiting streams cost
-// goroutines, not threads. A stream whose permits were taken by others
-// meanwhile, or whose limiter cannot tell when permits will come, waits in
-// the limiter's queue with Acquire instead, in its order.
+// precisely (on Linux on an OS timer the process shares, elsewhere by
+// polling the clock). The precise end is only as long as Go timers have
+// been late in this process, and shorter by what the limiter absorbs: a
+// token bucket whose spare burst keeps filling longer than a timer is late
+// needs none, and its streams wait on the Go timer alone. No wait blocks an
+// OS thread of its own, so many waiting streams cost goroutines, not
+// threads. A stream whose permits were taken by others meanwhile, or whose
+// limiter cannot tell when permits will come, waits in the limiter's queue
+// with Acquire instead, in its order.
 //
 // Accuracy on a real clock still depends on the process being scheduled in
 // time: on a loaded machine, a small bucket at a high rate loses whatever

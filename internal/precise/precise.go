@@ -1,25 +1,34 @@
 // Package precise waits until an instant of the monotonic clock, on time,
-// without blocking an OS thread.
+// without blocking an OS thread per wait.
 //
 // Go's timers wake late: on Linux the runtime sleeps in epoll_wait, whose
 // timeout is whole milliseconds, so a timer fires up to a millisecond after
 // its instant, plus the kernel's and the scheduler's own delay. A waiter that
-// must act at the instant (a pacer granting its next permit) loses that
+// must act at the instant (a pacer granting its next permit) would lose that
 // lateness on every wait. A Timer therefore sleeps on a Go timer for a whole
-// number of milliseconds, ending a little before the instant, and then polls
-// the clock, yielding the processor between polls (runtime.Gosched), until
-// the instant: the final stretch, the spin, is late by about one clock read.
+// number of milliseconds, ending a little before the instant (by how late
+// the process's Go timers have fired: a running estimate of their 90th
+// percentile, capped at MaxSpin), and waits the rest, the end, precisely:
 //
-// How long the spin is follows the lateness the process has observed: a
-// running estimate of the 90th percentile of how late its whole-millisecond
-// timers fired, capped at MaxSpin. A caller that can absorb some lateness at
-// no cost (a token bucket whose spare burst keeps filling) says so with a
-// slack, which shortens the spin or removes it.
+//   - On Linux, on the alarm: one timerfd for the whole process, which the
+//     kernel fires within microseconds, read by one goroutine that runs only
+//     while some wait is pending and wakes the waits that are due. It wakes a
+//     wait shortly before its instant (by how late such wake-ups have been),
+//     and the wait polls the clock for the last microseconds.
+//   - Elsewhere, by polling the clock, yielding the processor between polls
+//     (runtime.Gosched), for the whole end: precise, at the cost of a busy
+//     core while it lasts.
+//
+// Either way a wait that reports Reached returns at its instant or after,
+// never before. A caller that can absorb some lateness at no cost (a token
+// bucket whose spare burst keeps filling) says so with a slack, which
+// shortens the end or removes it.
 //
 // Where the clock does not move while it is polled, as inside a
 // testing/synctest bubble (whose clock advances only when every goroutine
 // is blocked) or on a clock too coarse to poll, a Timer notices and waits on
-// its Go timer alone, so virtual time stays deterministic.
+// its Go timer alone, so virtual time stays deterministic; the alarm, which
+// runs on real time, is never used there.
 package precise
 
 import (
@@ -53,38 +62,50 @@ const (
 	stuck = 16
 )
 
-// lateness is the process's estimate of the 90th percentile of how late a
-// whole-grain timer fires, in nanoseconds; 0 means no observation yet.
-var lateness atomic.Int64
-
-// Lateness returns the current estimate of how late a timer fires (the
-// 90th percentile, between minSpin and MaxSpin).
-func Lateness() time.Duration {
-	if v := lateness.Load(); v > 0 {
-		return time.Duration(v)
-	}
-	return initialSpin
+// estimate is a running estimate of the 90th percentile of a lateness,
+// between lo and hi; initial before the first observation.
+type estimate struct {
+	ns              atomic.Int64 // 0: no observation yet
+	initial, lo, hi time.Duration
 }
 
-// observe updates the estimate with one timer's lateness. The estimate moves
-// up by 9 steps when late is above it and down by one step otherwise, so it
+var (
+	// timerLate is how late a whole-grain Go timer fires.
+	timerLate = estimate{initial: initialSpin, lo: minSpin, hi: MaxSpin}
+	// alarmLate is how late a wait on the OS alarm resumes.
+	alarmLate = estimate{initial: 50 * time.Microsecond, lo: time.Microsecond, hi: 500 * time.Microsecond}
+)
+
+// Lateness returns the current estimate of how late a Go timer fires (the
+// 90th percentile, between minSpin and MaxSpin).
+func Lateness() time.Duration { return timerLate.get() }
+
+func (e *estimate) get() time.Duration {
+	if v := e.ns.Load(); v > 0 {
+		return time.Duration(v)
+	}
+	return e.initial
+}
+
+// observe updates the estimate with one lateness. The estimate moves up by
+// 9 steps when late is above it and down by one step otherwise, so it
 // settles where 10% of the observations lie above it; a step is 1/128 of the
 // estimate, so it follows the lateness within a few hundred waits, in
 // either direction, whatever its scale.
-func observe(late time.Duration) {
-	raw := lateness.Load()
+func (e *estimate) observe(late time.Duration) {
+	raw := e.ns.Load()
 	old := time.Duration(raw)
 	if raw == 0 {
-		old = initialSpin
+		old = e.initial
 	}
-	step := old >> 7
+	step := max(old>>7, 1)
 	next := old - step
 	if late > old {
 		next = old + 9*step
 	}
-	next = min(max(next, minSpin), MaxSpin)
+	next = min(max(next, e.lo), e.hi)
 	// A lost race drops this observation: it is an estimate.
-	lateness.CompareAndSwap(raw, int64(next))
+	e.ns.CompareAndSwap(raw, int64(next))
 }
 
 // Result says why a wait ended.
@@ -106,7 +127,8 @@ type Timer struct {
 	Spin time.Duration
 
 	t       *time.Timer
-	virtual bool // the clock stood still while polled: Go timers only
+	virtual bool  // the clock stood still while polled: Go timers only
+	e       entry // this Timer's wait on the OS alarm
 }
 
 // Stop releases the Timer's Go timer, if it runs.
@@ -143,7 +165,7 @@ func (t *Timer) Until(ctx context.Context, wake <-chan struct{}, at time.Time, s
 			d = (left - window).Truncate(grain)
 		}
 		if d <= 0 {
-			return t.spin(ctx, wake, at)
+			return t.finish(ctx, wake, at)
 		}
 		armed := time.Now()
 		if r := t.sleep(ctx, wake, d); r != Reached {
@@ -155,7 +177,7 @@ func (t *Timer) Until(ctx context.Context, wake <-chan struct{}, at time.Time, s
 			// testing/synctest bubble, where polling would not move it.
 			t.virtual = true
 		} else if window > 0 {
-			observe(late)
+			timerLate.observe(late)
 		}
 	}
 }
@@ -168,7 +190,7 @@ func (t *Timer) window(slack time.Duration) time.Duration {
 	}
 	w := t.Spin
 	if w <= 0 {
-		w = Lateness()
+		w = timerLate.get()
 	}
 	return max(w-slack, 0)
 }
@@ -189,6 +211,58 @@ func (t *Timer) sleep(ctx context.Context, wake <-chan struct{}, d time.Duration
 	case <-ctx.Done():
 		t.t.Stop()
 		return Done
+	}
+}
+
+// noAlarm makes waits spin rather than use the OS alarm (for tests).
+var noAlarm bool
+
+// finish waits the last stretch before at, shorter than a Go timer can
+// wait precisely: on the OS alarm where there is one and the clock moves
+// (the alarm is real time: never inside a testing/synctest bubble), until
+// shortly before at, then by spinning.
+func (t *Timer) finish(ctx context.Context, wake <-chan struct{}, at time.Time) Result {
+	if !t.virtual && !noAlarm && clockMoves() {
+		if r, ok := t.alarm(ctx, wake, at); ok && r != Reached {
+			return r
+		}
+	}
+	return t.spin(ctx, wake, at)
+}
+
+// clockMoves reports whether the clock moved across a yield: in a
+// testing/synctest bubble it never does while a goroutine runs.
+func clockMoves() bool {
+	t0 := time.Now()
+	runtime.Gosched()
+	return !time.Now().Equal(t0)
+}
+
+// alarm waits on the OS alarm until shortly before at (by how late it has
+// resumed waits so far), or until wake or ctx; ok is false when there is no
+// alarm.
+func (t *Timer) alarm(ctx context.Context, wake <-chan struct{}, at time.Time) (r Result, ok bool) {
+	if t.e.ch == nil {
+		t.e.ch = make(chan struct{}, 1)
+	}
+	select {
+	case <-t.e.ch: // a signal left from an earlier wait
+	default:
+	}
+	t.e.at = at.Add(-alarmLate.get())
+	if !alarmAdd(&t.e) {
+		return Reached, false
+	}
+	select {
+	case <-t.e.ch:
+		alarmLate.observe(time.Since(t.e.at))
+		return Reached, true
+	case <-wake:
+		alarmRemove(&t.e)
+		return Woken, true
+	case <-ctx.Done():
+		alarmRemove(&t.e)
+		return Done, true
 	}
 }
 

@@ -34,8 +34,8 @@ func TestUntilInBubble(t *testing.T) {
 
 // The bubble's timers fire on time: no observation reaches the estimate.
 func TestBubbleObservesNothing(t *testing.T) {
-	lateness.Store(int64(300 * time.Microsecond))
-	defer lateness.Store(0)
+	timerLate.ns.Store(int64(300 * time.Microsecond))
+	defer timerLate.ns.Store(0)
 	synctest.Test(t, func(t *testing.T) {
 		var pt Timer
 		defer pt.Stop()
@@ -52,6 +52,19 @@ func TestBubbleObservesNothing(t *testing.T) {
 // and in the spin (the spin phase is forced with a long Spin; the waits are
 // an hour long, so the test does not depend on the real clock's speed).
 func TestUntilWakeAndDone(t *testing.T) {
+	forEachEnd(t, testUntilWakeAndDone)
+}
+
+// forEachEnd runs test with the ends of waits on the OS alarm (where there
+// is one) and spinning.
+func forEachEnd(t *testing.T, test func(t *testing.T)) {
+	t.Run("alarm", test)
+	noAlarm = true
+	defer func() { noAlarm = false }()
+	t.Run("spin", test)
+}
+
+func testUntilWakeAndDone(t *testing.T) {
 	for _, spin := range []time.Duration{0, 2 * time.Hour} {
 		pt := Timer{Spin: spin}
 		wake := make(chan struct{}, 1)
@@ -77,6 +90,10 @@ func TestUntilWakeAndDone(t *testing.T) {
 // rounds a sub-millisecond wait up to a millisecond on Linux). The bound
 // checked is loose (the machine is shared); the early check is exact.
 func TestUntilRealClock(t *testing.T) {
+	forEachEnd(t, testUntilRealClock)
+}
+
+func testUntilRealClock(t *testing.T) {
 	var pt Timer
 	defer pt.Stop()
 	var worst time.Duration
@@ -101,15 +118,15 @@ func TestUntilRealClock(t *testing.T) {
 // The estimate settles near the 90th percentile of what it observes, from
 // above and from below, and stays within its bounds.
 func TestObserveP90(t *testing.T) {
-	defer lateness.Store(0)
+	defer timerLate.ns.Store(0)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, start := range []time.Duration{MaxSpin, minSpin} {
-		lateness.Store(int64(start))
+		timerLate.ns.Store(int64(start))
 		// Uniform on [0, 1 ms): the 90th percentile is 900 µs. The
 		// estimate wanders around it; its mean over many waits is close.
 		var sum time.Duration
 		for i := range 10000 {
-			observe(time.Duration(rng.Int64N(int64(time.Millisecond))))
+			timerLate.observe(time.Duration(rng.Int64N(int64(time.Millisecond))))
 			if i >= 2000 {
 				sum += Lateness()
 			}
@@ -118,15 +135,15 @@ func TestObserveP90(t *testing.T) {
 			t.Errorf("from %v: mean estimate %v, want about 900µs", start, mean)
 		}
 	}
-	lateness.Store(0)
+	timerLate.ns.Store(0)
 	for range 1000 {
-		observe(time.Hour)
+		timerLate.observe(time.Hour)
 	}
 	if got := Lateness(); got != MaxSpin {
 		t.Errorf("after huge lateness: %v, want the cap %v", got, MaxSpin)
 	}
 	for range 5000 {
-		observe(1)
+		timerLate.observe(1)
 	}
 	if got := Lateness(); got != minSpin {
 		t.Errorf("after tiny lateness: %v, want the floor %v", got, minSpin)
