@@ -53,7 +53,13 @@ func partitionedImpls(b testing.TB) map[string]decide {
 		limiter.TokenBucketOptions{Rate: limiter.Per(redisRate, time.Second), Burst: redisRate}))
 	b.Cleanup(func() { tb.Close() })
 	pt := warmPartitioned(b, "bench-pt", redisRate, redisRate, 16)
+	local := must(limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(redisRate, time.Second), Burst: redisRate}))
+	origin := time.Now()
 	return map[string]decide{
+		// The floor of any local decision: reading the monotonic clock.
+		"clock": func(context.Context) bool { return time.Since(origin) >= 0 },
+		// A local token bucket of package limiter (one process's limit).
+		"limiter-tb": func(context.Context) bool { return local.TryAcquire(1).Granted() },
 		"partitioned": func(ctx context.Context) bool {
 			if pt.TryAcquire(1).Granted() {
 				return true
@@ -71,7 +77,7 @@ func partitionedImpls(b testing.TB) map[string]decide {
 	}
 }
 
-var partitionedOrder = []string{"partitioned", "redislimit-tb", "redis_rate"}
+var partitionedOrder = []string{"clock", "limiter-tb", "partitioned", "redislimit-tb", "redis_rate"}
 
 // BenchmarkPartitioned is one decision on one goroutine, and decisions of
 // all GOMAXPROCS goroutines at once (Parallel), with decisions/s reported.
