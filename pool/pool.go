@@ -498,20 +498,22 @@ const (
 
 // next returns the next job, or false once the pool is finished.
 func (p *Pool) next() (job, bool) {
-	if p.spinning.Add(1) <= p.maxSpinning {
-		for i := range workerSpins {
-			select {
-			case j, ok := <-p.jobs:
-				p.spinning.Add(-1)
-				return j, ok
-			default: // an empty channel is seen without taking its lock
-			}
-			if i%16 == 15 {
-				runtime.Gosched()
+	if p.maxSpinning > 0 { // not with Options.Queue: no counter to share then
+		if p.spinning.Add(1) <= p.maxSpinning {
+			for i := range workerSpins {
+				select {
+				case j, ok := <-p.jobs:
+					p.spinning.Add(-1)
+					return j, ok
+				default: // an empty channel is seen without taking its lock
+				}
+				if i%16 == 15 {
+					runtime.Gosched()
+				}
 			}
 		}
+		p.spinning.Add(-1)
 	}
-	p.spinning.Add(-1)
 	j, ok := <-p.jobs
 	return j, ok
 }
