@@ -35,6 +35,7 @@ type PartitionedOptions struct {
 	// holder renews every LeaseTTL/3 and stops using a partition
 	// LeaseTTL/64 + 2ms before its lease can have expired. Zero means
 	// DefaultPartitionLeaseTTL; it must be at least MinPartitionLeaseTTL.
+	// (Options.LeaseTTL, for NewConcurrency, is not used.)
 	LeaseTTL time.Duration
 }
 
@@ -65,6 +66,13 @@ const (
 // has no goroutine. The first call after idling finds no partition and is
 // refused with limiter.ErrLimited (or, with Acquire, waits) while the lease
 // is fetched.
+//
+// A Redis server restarted without its data has forgotten who holds what,
+// so Partitioned always guards against restarts (Options.GuardRestarts or
+// not): partitions taken from a server that started less than one LeaseTTL
+// ago, or whose state was made by another server, are used only once a
+// LeaseTTL has passed, when no lease of the old state can be in use. That
+// includes the first use of a freshly started server.
 //
 // A request takes all its permits from this process's partitions, so the
 // largest request the process can be granted is the burst of the
