@@ -237,9 +237,10 @@ func (p *Pool) TryGo(task func(ctx context.Context) error) error {
 
 // TryGoKey starts task with a key only if a worker is free and both
 // Options.Limiter and Options.PerKey(key) grant a permit now; it never waits
-// and never queues. Like TryGo it returns ErrBusy or the refusal
-// (limiter.ErrLimited), also while tasks of the same key wait in its queue:
-// it does not jump them.
+// and does not use the key's queue. Like TryGo it returns ErrBusy or the
+// refusal (limiter.ErrLimited), also while tasks of the same key wait in its
+// queue: it does not jump them. With Options.Queue it queues the task as
+// TryGo does, and the worker passes both limiters.
 func (p *Pool) TryGoKey(key string, task func(ctx context.Context) error) error {
 	if task == nil {
 		return ErrNilTask
