@@ -215,8 +215,8 @@ func poolCheck(rt *rapid.T, c config, plan poolPlan, out poolOutcome) {
 		rt.Fatalf("%v: the task starts broke the limiter's bound: %v", c, err)
 	}
 	failed, notStarted := poolCheckSubmissions(rt, c, plan, out)
-	if id := len(out.goErr); id != poolTaskCount(plan) {
-		rt.Fatalf("%d submissions recorded of %d", id, poolTaskCount(plan))
+	if id := len(out.goErr); id != taskCount(plan.submitters) {
+		rt.Fatalf("%d submissions recorded of %d", id, taskCount(plan.submitters))
 	}
 	if len(notStarted) > 0 && out.closed < 0 && c.queue.Limit == 0 {
 		rt.Fatalf("tasks %v were queued and never started, without Close or a limiter queue cap", notStarted)
@@ -235,7 +235,7 @@ func poolCheck(rt *rapid.T, c config, plan poolPlan, out poolOutcome) {
 // queued and never started.
 func poolCheckSubmissions(rt *rapid.T, c config, plan poolPlan, out poolOutcome) (failed, notStarted []int) {
 	for id, goErr := range out.goErr {
-		tk := poolTaskOf(plan, id)
+		tk := taskOf(plan.submitters, id)
 		if goErr == nil {
 			if plan.queue > 0 && out.runs[id] == 0 {
 				// Queued, then not started: Wait must report it.
@@ -320,24 +320,6 @@ func poolErrMatches(out poolOutcome, err error, id int) bool {
 		return pe.Value == poolPanicValue(id)
 	}
 	return err != nil && err.Error() == out.taskErr[id].Error()
-}
-
-func poolTaskOf(plan poolPlan, id int) poolTask {
-	for _, ts := range plan.submitters {
-		if id < len(ts) {
-			return ts[id]
-		}
-		id -= len(ts)
-	}
-	return poolTask{}
-}
-
-func poolTaskCount(plan poolPlan) int {
-	n := 0
-	for _, ts := range plan.submitters {
-		n += len(ts)
-	}
-	return n
 }
 
 // keyTask is one drawn task of the per-key mode.
@@ -558,8 +540,8 @@ func poolKeyCheck(rt *rapid.T, plan poolKeyPlan, out poolKeyOutcome) {
 		queueCapped = queueCapped || c.queue.Limit > 0
 	}
 	notRun, timeouts := checkGoKeyErrors(rt, plan, out)
-	if n := len(out.goErr); n != keyTaskCount(plan) {
-		rt.Fatalf("%d GoKey calls recorded of %d", n, keyTaskCount(plan))
+	if n := len(out.goErr); n != taskCount(plan.submitters) {
+		rt.Fatalf("%d GoKey calls recorded of %d", n, taskCount(plan.submitters))
 	}
 	if notRun > 0 && !out.closed && !timeouts && !queueCapped {
 		rt.Fatalf("%d queued tasks never ran, without Close, a timeout or a limiter queue cap; Wait = %v", notRun, out.waitErr)
@@ -588,7 +570,7 @@ func poolKeyCheck(rt *rapid.T, plan poolKeyPlan, out poolKeyOutcome) {
 // returns how many were queued and never ran, and whether any had a timeout.
 func checkGoKeyErrors(rt *rapid.T, plan poolKeyPlan, out poolKeyOutcome) (notRun int, timeouts bool) {
 	for id, goErr := range out.goErr {
-		tk := keyTaskOf(plan, id)
+		tk := taskOf(plan.submitters, id)
 		timeouts = timeouts || tk.timeout > 0
 		switch {
 		case out.runs[id] > 1:
@@ -621,19 +603,22 @@ func checkPoolKeyBound(rt *rapid.T, c config, starts []grant, peak int, who stri
 	}
 }
 
-func keyTaskOf(plan poolKeyPlan, id int) keyTask {
-	for _, ts := range plan.submitters {
+// taskOf returns the id-th task of the submitters' lists, counted in order.
+func taskOf[T any](submitters [][]T, id int) T {
+	for _, ts := range submitters {
 		if id < len(ts) {
 			return ts[id]
 		}
 		id -= len(ts)
 	}
-	return keyTask{}
+	var zero T
+	return zero
 }
 
-func keyTaskCount(plan poolKeyPlan) int {
+// taskCount returns how many tasks the submitters' lists hold.
+func taskCount[T any](submitters [][]T) int {
 	n := 0
-	for _, ts := range plan.submitters {
+	for _, ts := range submitters {
 		n += len(ts)
 	}
 	return n
