@@ -492,54 +492,73 @@ func (p *Partitioned) wait(ctx context.Context, n int) (limiter.Lease, error) {
 		p.leave(w)
 		return limiter.Denied(ErrClosed, 0), ErrClosed
 	}
-	var timer *time.Timer
+	h := headWait{p: p, n: n}
 	defer func() {
-		if timer != nil {
-			timer.Stop()
+		if h.timer != nil {
+			h.timer.Stop()
 		}
 		p.leave(w)
 	}()
 	for {
-		p.mu.Lock()
-		changed := p.changed
-		p.mu.Unlock()
-		now := p.now()
-		st, retry := p.take(now, int64(n))
-		var wake <-chan time.Time
-		switch st {
-		case ptOK:
-			p.granted.Add(1)
-			p.permits.Add(int64(n))
-			return limiter.NewLease(n, nil), nil
-		case ptSlow:
-			continue
-		case ptLimited:
-			if d, ok := ctx.Deadline(); ok && p.origin.Add(time.Duration(now+retry)).After(d) {
-				return limiter.Denied(context.DeadlineExceeded, time.Duration(retry)), fmt.Errorf("redislimit: %d permits come after the deadline: %w", n, context.DeadlineExceeded)
-			}
-			if timer == nil {
-				timer = time.NewTimer(time.Duration(retry))
-			} else {
-				timer.Reset(time.Duration(retry))
-			}
-			wake = timer.C
-		default:
-			p.hunger()
-			if st == ptNoLease {
-				if l, handled := p.onErrorWait(ctx, n); handled {
-					return l, l.Err()
-				}
-			}
-		}
-		select {
-		case <-wake:
-		case <-changed:
-		case <-ctx.Done():
-			return limiter.Denied(ctx.Err(), 0), ctx.Err()
-		case <-p.closeCh:
-			return limiter.Denied(ErrClosed, 0), ErrClosed
+		l, err, done := h.step(ctx)
+		if done {
+			return l, err
 		}
 	}
+}
+
+// headWait is the waiter at the head of the queue.
+type headWait struct {
+	p     *Partitioned
+	n     int
+	timer *time.Timer
+}
+
+// step tries once to take the permits and, if it cannot, waits for the
+// time they come, for a change of the held partitions, or for the end.
+func (h *headWait) step(ctx context.Context) (limiter.Lease, error, bool) {
+	p, n := h.p, h.n
+	p.mu.Lock()
+	changed := p.changed
+	p.mu.Unlock()
+	now := p.now()
+	st, retry := p.take(now, int64(n))
+	var wake <-chan time.Time
+	switch st {
+	case ptOK:
+		p.granted.Add(1)
+		p.permits.Add(int64(n))
+		return limiter.NewLease(n, nil), nil, true
+	case ptSlow:
+		return limiter.Lease{}, nil, false
+	case ptLimited:
+		if d, ok := ctx.Deadline(); ok && p.origin.Add(time.Duration(now+retry)).After(d) {
+			return limiter.Denied(context.DeadlineExceeded, time.Duration(retry)),
+				fmt.Errorf("redislimit: %d permits come after the deadline: %w", n, context.DeadlineExceeded), true
+		}
+		if h.timer == nil {
+			h.timer = time.NewTimer(time.Duration(retry))
+		} else {
+			h.timer.Reset(time.Duration(retry))
+		}
+		wake = h.timer.C
+	default:
+		p.hunger()
+		if st == ptNoLease {
+			if l, handled := p.onErrorWait(ctx, n); handled {
+				return l, l.Err(), true
+			}
+		}
+	}
+	select {
+	case <-wake:
+	case <-changed:
+	case <-ctx.Done():
+		return limiter.Denied(ctx.Err(), 0), ctx.Err(), true
+	case <-p.closeCh:
+		return limiter.Denied(ErrClosed, 0), ErrClosed, true
+	}
+	return limiter.Lease{}, nil, false
 }
 
 // onErrorWait is onError for Acquire.
