@@ -3,12 +3,15 @@ package redislimit
 import (
 	"context"
 	"errors"
+	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/rategate/rategate/limiter"
 )
@@ -352,5 +355,74 @@ func TestPartitionedTryAcquireAllocs(t *testing.T) {
 	}
 	if l := p.TryAcquire(1); l.Granted() {
 		t.Fatal("the bucket should be empty after 100 calls")
+	}
+}
+
+func TestPartitionedQuota(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := holding(t, unitOpts, []int{0, 1}, 0)
+		// The global policy: 40 permits per 400 ms (the time 100/s refills 40).
+		want := limiter.Quota{Limit: 40, Window: 400 * time.Millisecond, Remaining: 20}
+		if q := p.Quota(); q != want {
+			t.Fatalf("Quota of two full partitions: %+v, want %+v", q, want)
+		}
+		p.TryAcquire(10)
+		// 10 permits owed at 50/s: full again in 200 ms.
+		want.Remaining, want.Reset = 10, 200*time.Millisecond
+		if q := p.Quota(); q != want {
+			t.Fatalf("Quota after 10: %+v, want %+v", q, want)
+		}
+	})
+}
+
+// With Redis out of reach no lease can be had: FailClosed refuses with
+// ErrUnavailable, FailOpen grants, UseFallback asks the fallback.
+func TestPartitionedUnavailable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	fallback, _ := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(1, time.Hour), Burst: 1})
+	po := PartitionedOptions{Rate: limiter.Per(100, time.Second), Burst: 10, Partitions: 2, LeaseTTL: 100 * time.Millisecond}
+	for _, tc := range []struct {
+		policy ErrorPolicy
+		check  func(l limiter.Lease) bool
+	}{
+		{FailClosed, func(l limiter.Lease) bool { return !l.Granted() && errors.Is(l.Err(), ErrUnavailable) }},
+		{FailOpen, func(l limiter.Lease) bool { return l.Granted() }},
+		{UseFallback, func(l limiter.Lease) bool { return l.Granted() }}, // the fallback's one permit
+	} {
+		t.Run(tc.policy.String(), func(t *testing.T) {
+			c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+			defer c.Close()
+			p, err := NewPartitioned(Options{Client: c, Key: "k", OnError: tc.policy, Fallback: fallback, Timeout: 50 * time.Millisecond}, po)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			// The first call finds no partition and starts the keeper,
+			// whose sync fails.
+			deadline := time.Now().Add(2 * time.Second)
+			for l := p.TryAcquire(1); !tc.check(l); l = p.TryAcquire(1) {
+				if time.Now().After(deadline) {
+					t.Fatalf("after 2s: granted %v, err %v", l.Granted(), l.Err())
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if tc.policy == FailClosed {
+				ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+				defer cancel()
+				if _, err := p.Acquire(ctx, 1); !errors.Is(err, ErrUnavailable) {
+					t.Fatalf("Acquire with Redis out of reach: %v, want ErrUnavailable at once", err)
+				}
+			}
+			if tc.policy == UseFallback {
+				if l := p.TryAcquire(1); l.Granted() {
+					t.Fatal("the fallback's only permit was granted twice")
+				}
+			}
+		})
 	}
 }
