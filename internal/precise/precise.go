@@ -70,9 +70,13 @@ type estimate struct {
 }
 
 var (
-	// timerLate is how late a whole-grain Go timer fires.
+	// timerLate is how late a whole-grain Go timer fires: its 90th
+	// percentile, so that one wait in ten finds its timer later than the
+	// end began and is late by the difference.
 	timerLate = estimate{initial: initialSpin, lo: minSpin, hi: MaxSpin}
-	// alarmLate is how late a wait on the OS alarm resumes.
+	// alarmLate is how late a wait on the OS alarm resumes: its 90th
+	// percentile too (a higher one spins longer, and on a busy machine a
+	// spinning thread is the first the OS preempts).
 	alarmLate = estimate{initial: 50 * time.Microsecond, lo: time.Microsecond, hi: 500 * time.Microsecond}
 )
 
