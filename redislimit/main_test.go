@@ -25,6 +25,7 @@ func TestMain(m *testing.M) {
 		log.Fatalf("redislimit tests: start a redis server: %v", err)
 	}
 	server = s
+	os.Setenv("REDISLIMIT_TEST_ADDR", s.Addr) // for the examples
 	fmt.Fprintf(os.Stderr, "redislimit tests: %s at %s\n", s.Kind(), s.Addr)
 	goleak.VerifyTestMain(stopAfter{m, s})
 }

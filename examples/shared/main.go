@@ -1,0 +1,282 @@
+// Command shared runs three processes that share one limit through Redis:
+// a strict sliding log of at most -limit grants in any -window, kept in
+// Redis by package redislimit. Each process asks as fast as it can for
+// -duration; together they get the limit, not three times it.
+//
+// Run it with:
+//
+//	go run ./examples/shared
+//	go run ./examples/shared -redis localhost:6379 -procs 4 -limit 20
+//
+// (-h lists the flags; it takes no arguments.)
+//
+// With no -redis address it starts a local redis-server on a free loopback
+// port if one is installed, else an embedded Go server
+// (github.com/alicebob/miniredis/v2), and says which. The processes are this
+// program started again (with an environment variable telling it to be a
+// worker); each prints one line per grant, and the parent merges them: the
+// grants per process, per window of the run, and in all, against the most
+// the limit allows. It exits with status 1 if more were granted.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rategate/rategate/internal/redistest"
+	"github.com/rategate/rategate/limiter"
+	"github.com/rategate/rategate/redislimit"
+)
+
+// workerEnv, when set, makes the program a worker process; its value is
+// the worker's configuration.
+const workerEnv = "RATEGATE_SHARED_WORKER"
+
+type config struct {
+	Redis    string        // server address; "" starts one
+	Procs    int           // worker processes
+	Limit    int           // grants in any Window, shared by all
+	Window   time.Duration //
+	Duration time.Duration // how long the workers ask
+	Key      string        // the limit's name in Redis
+}
+
+var defaultConfig = config{Procs: 3, Limit: 10, Window: time.Second, Duration: 3 * time.Second, Key: "examples/shared"}
+
+func main() {
+	if v := os.Getenv(workerEnv); v != "" {
+		os.Exit(worker(context.Background(), v, os.Stdout, os.Stderr))
+	}
+	os.Exit(cli(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usageText = `Usage: shared [flags]
+
+Starts -procs processes that share one limit through Redis: at most -limit
+grants in any -window, all processes together. Each asks as fast as it can
+for -duration. With no -redis address, it starts a local redis-server (or,
+if none is installed, an embedded Go server) and says which.
+
+Flags:
+`
+
+// cli runs the program with the command-line arguments args and returns
+// its exit status: 0 done (or -h), 1 the run failed, 2 the command line is
+// wrong.
+func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg := defaultConfig
+	fs := flag.NewFlagSet("shared", flag.ContinueOnError)
+	fs.StringVar(&cfg.Redis, "redis", "", "Redis address host:port (default: start a local server)")
+	fs.IntVar(&cfg.Procs, "procs", cfg.Procs, "processes sharing the limit")
+	fs.IntVar(&cfg.Limit, "limit", cfg.Limit, "grants in any window, all processes together")
+	fs.DurationVar(&cfg.Window, "window", cfg.Window, "the window")
+	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the processes ask")
+	fs.SetOutput(stderr)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, usageText)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return 0
+	case err != nil:
+		fmt.Fprintln(stderr, "Run 'shared -h' for usage.")
+		return 2
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "shared: unexpected argument %q: it takes only flags\nRun 'shared -h' for usage.\n", fs.Arg(0))
+		return 2
+	}
+	if err := cfg.validate(); err != nil {
+		fmt.Fprintf(stderr, "shared: %v\nRun 'shared -h' for usage.\n", err)
+		return 2
+	}
+	res, err := run(ctx, stdout, cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "shared:", err)
+		return 1
+	}
+	if !res.kept() {
+		return 1
+	}
+	return 0
+}
+
+func (c config) validate() error {
+	var errs []error
+	if c.Procs < 1 || c.Procs > 64 {
+		errs = append(errs, fmt.Errorf("-procs must be from 1 to 64, got %d", c.Procs))
+	}
+	if c.Limit < 1 || c.Limit > 1_000_000 {
+		errs = append(errs, fmt.Errorf("-limit must be from 1 to 1000000, got %d", c.Limit))
+	}
+	if c.Window < time.Millisecond {
+		errs = append(errs, fmt.Errorf("-window must be at least 1ms, got %v", c.Window))
+	}
+	if c.Duration <= 0 {
+		errs = append(errs, fmt.Errorf("-duration must be positive, got %v", c.Duration))
+	}
+	return errors.Join(errs...)
+}
+
+// result is what the run saw.
+type result struct {
+	PerProc []int // grants per process
+	Total   int
+	Most    int // the most the limit allows over the run
+	Server  string
+}
+
+// run starts (or connects to) Redis, runs the workers and reports.
+func run(ctx context.Context, w io.Writer, cfg config) (result, error) {
+	var res result
+	addr := cfg.Redis
+	if addr == "" {
+		s, err := redistest.Start()
+		if err != nil {
+			return res, err
+		}
+		defer s.Close()
+		addr = s.Addr
+		if s.Embedded {
+			res.Server = "the embedded Go server (redis-server is not installed)"
+		} else {
+			res.Server = "a local redis-server"
+		}
+	} else {
+		res.Server = "the Redis server you named"
+	}
+	fmt.Fprintf(w, "Redis: %s at %s\n", res.Server, addr)
+	fmt.Fprintf(w, "%d processes share one limit: at most %d grants in any %v, for %v.\n\n",
+		cfg.Procs, cfg.Limit, cfg.Window, cfg.Duration)
+	// A fresh key for this run, so that earlier runs do not count.
+	cfg.Key += "/" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	self, err := os.Executable()
+	if err != nil {
+		return res, err
+	}
+	grants, err := startWorkers(ctx, w, self, addr, cfg)
+	if err != nil {
+		return res, err
+	}
+	return report(w, cfg, grants), nil
+}
+
+// grant is one worker's grant, at its local time since the run's start.
+type grant struct {
+	proc int
+	at   time.Duration
+}
+
+func startWorkers(ctx context.Context, w io.Writer, self, addr string, cfg config) ([]grant, error) {
+	var mu sync.Mutex
+	var all []grant
+	var wg sync.WaitGroup
+	errs := make([]error, cfg.Procs)
+	start := time.Now()
+	for i := range cfg.Procs {
+		cmd := exec.CommandContext(ctx, self)
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%d|%s|%s", workerEnv, addr, cfg.Key, cfg.Limit, cfg.Window, cfg.Duration))
+		cmd.Stderr = w
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		wg.Go(func() {
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				at := time.Since(start)
+				mu.Lock()
+				all = append(all, grant{proc: i, at: at})
+				fmt.Fprintf(w, "  %7.3fs  process %d: granted\n", at.Seconds(), i+1)
+				mu.Unlock()
+			}
+			errs[i] = cmd.Wait()
+		})
+	}
+	wg.Wait()
+	sort.Slice(all, func(a, b int) bool { return all[a].at < all[b].at })
+	return all, errors.Join(errs...)
+}
+
+func report(w io.Writer, cfg config, grants []grant) result {
+	res := result{PerProc: make([]int, cfg.Procs), Total: len(grants)}
+	for _, g := range grants {
+		res.PerProc[g.proc]++
+	}
+	// In a run of length D, a strict log grants at most Limit per started
+	// window: Limit·ceil(D/Window).
+	windows := int((cfg.Duration + cfg.Window - 1) / cfg.Window)
+	res.Most = cfg.Limit * windows
+	fmt.Fprintln(w)
+	for i, n := range res.PerProc {
+		fmt.Fprintf(w, "process %d: %d grants\n", i+1, n)
+	}
+	fmt.Fprintf(w, "all together: %d grants in %v; the shared limit allows at most %d (%d per %v): %s\n",
+		res.Total, cfg.Duration, res.Most, cfg.Limit, cfg.Window, verdict(res.Total <= res.Most))
+	return res
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "kept"
+	}
+	return "BROKEN"
+}
+
+// worker is one process: it asks the shared limit as fast as it can and
+// prints a line per grant.
+func worker(ctx context.Context, spec string, stdout, stderr io.Writer) int {
+	f := strings.Split(spec, "|")
+	if len(f) != 5 {
+		fmt.Fprintln(stderr, "shared worker: bad configuration", spec)
+		return 2
+	}
+	limit, _ := strconv.Atoi(f[2])
+	window, _ := time.ParseDuration(f[3])
+	dur, _ := time.ParseDuration(f[4])
+	client := redis.NewClient(&redis.Options{Addr: f[0]})
+	defer client.Close()
+	lim, err := redislimit.NewSlidingLog(redislimit.Options{Client: client, Key: f[1]},
+		limiter.SlidingLogOptions{Limit: limit, Window: window})
+	if err != nil {
+		fmt.Fprintln(stderr, "shared worker:", err)
+		return 1
+	}
+	defer lim.Close()
+	ctx, cancel := context.WithTimeout(ctx, dur)
+	defer cancel()
+	out := bufio.NewWriter(stdout)
+	defer out.Flush()
+	for {
+		_, err := lim.Acquire(ctx, 1)
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			return 0 // the run is over, or the next grant would come after it
+		case err != nil:
+			fmt.Fprintln(stderr, "shared worker:", err)
+			return 1
+		}
+		fmt.Fprintln(out, "granted")
+		out.Flush()
+	}
+}
+
+// kept reports whether the run kept the limit.
+func (r result) kept() bool { return r.Total <= r.Most }
