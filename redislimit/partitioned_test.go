@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rategate/rategate/internal/redistest"
 	"github.com/rategate/rategate/limiter"
 )
 
@@ -425,4 +426,45 @@ func TestPartitionedUnavailable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// On a Redis Cluster the limiter's one hash lives in one slot; two limiters
+// share the partitions through a ClusterClient.
+func TestPartitionedCluster(t *testing.T) {
+	if redistest.ServerPath() == "" {
+		t.Skip("a cluster needs redis-server")
+	}
+	c, err := redistest.StartCluster()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	po := PartitionedOptions{Rate: limiter.Per(1000, time.Second), Burst: 100, Partitions: 4, LeaseTTL: 200 * time.Millisecond}
+	var ps []*Partitioned
+	for range 2 {
+		cl := c.Client()
+		defer cl.Close()
+		p, err := NewPartitioned(Options{Client: cl, Key: "cluster {tenant}"}, po)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		ps = append(ps, p)
+	}
+	waitPartitions(t, ps[0], 4)
+	// The second wants some too: the fair level moves two over.
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	var n atomic.Int64
+	wg := saturate(ctx, ps[1], 1, &n)
+	wg2 := saturate(ctx, ps[0], 1, &n)
+	for ps[0].Partitions() != 2 || ps[1].Partitions() != 2 {
+		if ctx.Err() != nil {
+			t.Fatalf("after 3s the partitions are split %d / %d, want 2 / 2", ps[0].Partitions(), ps[1].Partitions())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	wg2.Wait()
 }
