@@ -468,3 +468,24 @@ func TestPartitionedCluster(t *testing.T) {
 	wg.Wait()
 	wg2.Wait()
 }
+
+// An idle limiter gives its partitions back and its keeper goroutine ends;
+// the next call starts it again.
+func TestPartitionedIdleKeeperEnds(t *testing.T) {
+	po := PartitionedOptions{Rate: limiter.Per(1000, time.Second), Burst: 100, Partitions: 4, LeaseTTL: 100 * time.Millisecond}
+	p := newPartitioned(t, uniqueKey(t), po)
+	waitPartitions(t, p, 1)
+	deadline := time.Now().Add(2 * time.Second)
+	for p.keeperRunning.Load() || p.Partitions() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("2s idle: keeper running %v, %d partitions held", p.keeperRunning.Load(), p.Partitions())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	calls := p.LeaseCalls()
+	time.Sleep(300 * time.Millisecond)
+	if c := p.LeaseCalls(); c != calls {
+		t.Fatalf("an idle limiter made %d lease calls in 300ms", c-calls)
+	}
+	waitPartitions(t, p, 1)
+}
