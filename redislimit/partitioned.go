@@ -123,6 +123,11 @@ type Partitioned struct {
 	lastPermits   int64
 }
 
+var (
+	_ limiter.Limiter = (*Partitioned)(nil)
+	_ limiter.Quoter  = (*Partitioned)(nil)
+)
+
 // pconf is the configuration of the local bucket: which capacity the held
 // partitions give and until when their leases may be used.
 type pconf struct {
