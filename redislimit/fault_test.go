@@ -57,18 +57,20 @@ func TestFaultRestart(t *testing.T) {
 	s := ownServer(t, true)
 	cfg := childConfig{Addrs: []string{s.Addr}, Key: uniqueKey(t), Alg: "sl", Limit: 20, Window: 200 * time.Millisecond,
 		Dur: 2 * time.Second, G: 4, Guard: true, Timeout: 200 * time.Millisecond}
-	var restarted int64
+	restartedAt := make(chan int64, 1)
 	go func() {
 		time.Sleep(700 * time.Millisecond)
 		s.Kill()
 		time.Sleep(150 * time.Millisecond)
 		if err := s.Restart(); err != nil {
 			t.Error(err)
+			restartedAt <- 0
 			return
 		}
-		restarted = redisTime(t, s)
+		restartedAt <- redisTime(t, s)
 	}()
 	evs := runChildren(t, 3, cfg, "grants")
+	restarted := <-restartedAt
 	g := grantsOf(evs)
 	checkSliding(t, g, cfg.Window, cfg.Limit)
 	errs := 0
@@ -172,7 +174,8 @@ func TestFaultScriptFlush(t *testing.T) {
 }
 
 func scriptFlushRun(t *testing.T, s *redistest.Server, c *redis.Client, key string) float64 {
-	sl, err := NewSlidingLog(Options{Client: c, Key: key}, limiter.SlidingLogOptions{Limit: 20, Window: 50 * time.Millisecond})
+	const window = 200 * time.Millisecond
+	sl, err := NewSlidingLog(Options{Client: c, Key: key}, limiter.SlidingLogOptions{Limit: 20, Window: window})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +187,7 @@ func scriptFlushRun(t *testing.T, s *redistest.Server, c *redis.Client, key stri
 		g = append(g, event{kind: "g", at: now, n: n})
 		mu.Unlock()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*window)
 	defer cancel()
 	var wg sync.WaitGroup
 	var errs []error
@@ -216,8 +219,8 @@ func scriptFlushRun(t *testing.T, s *redistest.Server, c *redis.Client, key stri
 	if len(errs) > 0 {
 		t.Fatalf("errors across SCRIPT FLUSH: %v", errs)
 	}
-	checkSliding(t, g, 50*time.Millisecond, 20)
-	share := slidingShare(g, 50*time.Millisecond, 20)
+	checkSliding(t, g, window, 20)
+	share := slidingShare(g, window, 20)
 	t.Logf("%d grants across %d SCRIPT FLUSHes, %.1f%% of the limit", len(g), flushes, 100*share)
 	return share
 }
