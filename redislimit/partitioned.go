@@ -84,7 +84,7 @@ type Partitioned struct {
 	cfg      atomic.Pointer[pconf]
 	waiting  atomic.Int32 // Acquire calls waiting: TryAcquire does not jump them
 	granted  atomic.Int64
-	permits  atomic.Int64 // permits granted
+	extra    atomic.Int64 // permits granted beyond one per lease
 	rejected atomic.Int64
 	demand   atomic.Int64 // refusals since the last sync: demand beyond the held partitions
 	// keeperRunning mirrors running, for hunger's check without the lock.
@@ -348,8 +348,7 @@ func (p *Partitioned) TryAcquire(n int) limiter.Lease {
 		st, retry := p.take(p.now(), int64(n))
 		switch st {
 		case ptOK:
-			p.granted.Add(1)
-			p.permits.Add(int64(n))
+			p.counted(n)
 			return limiter.NewLease(n, nil)
 		case ptLimited:
 			// Demand beyond what the held partitions give: the next sync
@@ -379,8 +378,7 @@ func (p *Partitioned) tryAcquireSlow(n int) limiter.Lease {
 		st, retry := p.take(p.now(), int64(n))
 		switch st {
 		case ptOK:
-			p.granted.Add(1)
-			p.permits.Add(int64(n))
+			p.counted(n)
 			return limiter.NewLease(n, nil)
 		case ptLimited:
 			p.demand.Add(1)
@@ -402,6 +400,18 @@ func (p *Partitioned) tryAcquireSlow(n int) limiter.Lease {
 		return limiter.Denied(limiter.ErrLimited, 0)
 	}
 }
+
+// counted counts a lease of n permits granted from the partitions: one
+// atomic add for the usual single permit.
+func (p *Partitioned) counted(n int) {
+	p.granted.Add(1)
+	if n != 1 {
+		p.extra.Add(int64(n - 1))
+	}
+}
+
+// permits returns the permits granted from the partitions so far.
+func (p *Partitioned) permits() int64 { return p.granted.Load() + p.extra.Load() }
 
 // onError applies Options.OnError when this process holds no usable
 // partition because Redis could not be reached.
@@ -461,8 +471,7 @@ func (p *Partitioned) Acquire(ctx context.Context, n int) (limiter.Lease, error)
 	}
 	if p.waiting.Load() == 0 {
 		if st, _ := p.take(p.now(), int64(n)); st == ptOK {
-			p.granted.Add(1)
-			p.permits.Add(int64(n))
+			p.counted(n)
 			return limiter.NewLease(n, nil), nil
 		}
 	}
@@ -531,8 +540,7 @@ func (h *headWait) step(ctx context.Context) (limiter.Lease, error, bool) {
 	var wake <-chan time.Time
 	switch st {
 	case ptOK:
-		p.granted.Add(1)
-		p.permits.Add(int64(n))
+		p.counted(n)
 		return limiter.NewLease(n, nil), nil, true
 	case ptSlow:
 		return limiter.Lease{}, nil, false

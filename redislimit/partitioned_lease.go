@@ -106,7 +106,7 @@ func (p *Partitioned) prepare() (syncRequest, bool) {
 	p.activate(now)
 	var req syncRequest
 	hungry := p.demand.Swap(0) > 0 || len(p.queue) > 0
-	used := p.permits.Load() - p.lastPermits
+	used := p.permits() - p.lastPermits
 	p.lastPermits += used
 	elapsed := now - p.lastSync
 	closing := p.closed
