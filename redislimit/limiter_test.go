@@ -135,7 +135,7 @@ func TestRateRange(t *testing.T) {
 }
 
 func TestAcquireDeadlineAtOnce(t *testing.T) {
-	fw, err := NewFixedWindow(Options{Client: newClient(t), Key: uniqueKey(t)}, limiter.FixedWindowOptions{Limit: 1, Window: 10 * time.Second})
+	fw, err := NewSlidingLog(Options{Client: newClient(t), Key: uniqueKey(t)}, limiter.SlidingLogOptions{Limit: 1, Window: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
