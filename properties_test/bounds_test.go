@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// This file holds the bounds of DESIGN.md as checks over a run's grants
+// This file holds the bounds of docs/design.md as checks over a run's grants
 // (safety), and the most grants each bound allows in [0, D] (the reference
 // for liveness). All arithmetic is exact, on integers.
 

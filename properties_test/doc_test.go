@@ -1,6 +1,6 @@
 // Package properties_test proves, with property-based tests
 // (pgregory.net/rapid), that every limiter in package limiter keeps the
-// N-per-M bound of DESIGN.md, reaches it under saturation, conserves its
+// N-per-M bound of docs/design.md, reaches it under saturation, conserves its
 // permits, and decides exactly as a plain reference model does.
 //
 // # What is proved

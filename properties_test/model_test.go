@@ -13,7 +13,7 @@ import (
 )
 
 // model is the reference each limiter is compared with. It is written from
-// the bounds of DESIGN.md, not from the implementation: its whole state is
+// the bounds of docs/design.md, not from the implementation: its whole state is
 // an explicit log of the grants (instant and size), plus the permits in use
 // for a concurrency limiter, and it grants a request exactly when adding it
 // to the log keeps the bound, computing with integers only.
