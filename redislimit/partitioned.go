@@ -50,11 +50,20 @@ const (
 
 // Partitioned is a global rate decided locally: the capacity (Rate and
 // Burst) is split into Partitions equal partitions that processes lease in
-// Redis, and each process grants from the partitions it holds without a
-// round trip. See the package documentation's section on it and
-// docs/partitioned.md for the model and the argument that the global bound
-// holds while processes start, stop, crash and stall and while Redis
-// restarts.
+// Redis, and each process grants from the partitions it holds, from one
+// local token bucket, without a round trip.
+//
+// The model in brief: partition i earns Rate/Partitions and holds at most
+// its share of Burst. A process uses a lease only until LeaseTTL minus a
+// margin after it sent the request that took or renewed it, so no partition
+// is ever used by two processes at once. A partition given back carries its
+// bucket's state (the Redis time at which it is full again) to its next
+// holder; one whose holder vanished comes back empty. Partitions flow to
+// demand: a process refused for want of capacity asks for more, one that
+// does not use its partitions gives them back, and holders above a max-min
+// fair share give back the excess when another process that wants more is
+// below it. docs/partitioned.md in the repository gives the argument that
+// the bound holds, with its numbers, and the measured trade-offs.
 //
 // Bound: summed over every process using the same Key, at most
 // Burst + Rate·t permits are granted in every interval of length t.
