@@ -125,6 +125,9 @@ func (c *Concurrency) TryAcquire(n int) Lease {
 // Acquire waits until n permits are free; see Limiter. Release the lease
 // when done with it.
 func (c *Concurrency) Acquire(ctx context.Context, n int) (Lease, error) {
+	if ctx == nil {
+		panic("limiter: nil Context")
+	}
 	// When nobody waits and n permits are free, take them without a lock.
 	if c.gate.Load() == 0 && n >= 0 && int64(n) <= c.p.limit.Load() && ctx.Err() == nil && c.p.tryTake(int64(n)) {
 		return c.grant(n), nil
@@ -181,10 +184,3 @@ func (c *Concurrency) SetLimit(limit int) error {
 
 // InUse returns the permits held by unreleased leases.
 func (c *Concurrency) InUse() int { return int(c.p.limit.Load() - c.p.avail.Load()) }
-
-// Stats returns a snapshot of the limiter's state and counters.
-func (c *Concurrency) Stats() Stats { return c.stats() }
-
-// Close fails every waiting Acquire with ErrClosed; later acquisitions fail
-// with ErrClosed too. Leases already granted may still be released.
-func (c *Concurrency) Close() error { return c.close() }

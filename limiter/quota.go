@@ -80,21 +80,3 @@ func (g *gcra) quota(now int64) Quota {
 func (p *concurrency) quota(int64) Quota {
 	return Quota{Limit: p.limit.Load(), Remaining: p.avail.Load()}
 }
-
-// Quota returns the bucket's policy and state; see Quota.
-func (t *TokenBucket) Quota() Quota { return t.quota() }
-
-// Quota returns the pacer's policy and state; see Quota.
-func (l *LeakyBucket) Quota() Quota { return l.quota() }
-
-// Quota returns the window's policy and state; see Quota.
-func (f *FixedWindow) Quota() Quota { return f.quota() }
-
-// Quota returns the window's policy and state; see Quota.
-func (s *SlidingWindow) Quota() Quota { return s.quota() }
-
-// Quota returns the log's policy and state; see Quota.
-func (s *SlidingLog) Quota() Quota { return s.quota() }
-
-// Quota returns the semaphore's limit and free permits; see Quota.
-func (c *Concurrency) Quota() Quota { return c.quota() }

@@ -120,21 +120,6 @@ func ParseRate(s string) (Rate, error) {
 	return Rate{n: n, per: d}, nil
 }
 
-// OptionError reports an invalid constructor option, naming the field.
-type OptionError struct {
-	Field   string // the option, as in "Rate" or "Queue.Limit"
-	Problem string // what is wrong with its value
-}
-
-// Error returns "limiter: invalid option <Field>: <Problem>".
-func (e *OptionError) Error() string {
-	return "limiter: invalid option " + e.Field + ": " + e.Problem
-}
-
-func optErr(field, format string, args ...any) error {
-	return &OptionError{Field: field, Problem: fmt.Sprintf(format, args...)}
-}
-
 // mulDiv returns floor(a*b/c) and whether it fits in an int64.
 // a, b >= 0 and c > 0.
 func mulDiv(a, b, c int64) (int64, bool) {

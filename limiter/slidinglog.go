@@ -1,7 +1,6 @@
 package limiter
 
 import (
-	"context"
 	"time"
 )
 
@@ -30,7 +29,7 @@ type SlidingLogOptions struct {
 //
 // Bound: at most Limit permits in ANY window [t, t+Window).
 type SlidingLog struct {
-	base
+	windowed
 	p slidingLog
 }
 
@@ -106,38 +105,3 @@ func (p *slidingLog) quota(now int64) Quota {
 	}
 	return q
 }
-
-// TryAcquire takes n permits if the log has room for them now and nobody waits.
-func (s *SlidingLog) TryAcquire(n int) Lease { return s.tryAcquire(n) }
-
-// Acquire waits until n permits are granted; see Limiter.
-func (s *SlidingLog) Acquire(ctx context.Context, n int) (Lease, error) {
-	return s.acquire(ctx, n)
-}
-
-// Limit returns the current limit per window.
-func (s *SlidingLog) Limit() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return int(s.p.limit)
-}
-
-// SetLimit changes the limit at once; the grants already in the log count
-// against it. Waiters asking for more than limit fail with ErrExceedsLimit.
-func (s *SlidingLog) SetLimit(limit int) error {
-	if err := validLimit(limit); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.p.limit = int64(limit)
-	s.mu.Unlock()
-	s.kick()
-	return nil
-}
-
-// Stats returns a snapshot of the limiter's state and counters.
-func (s *SlidingLog) Stats() Stats { return s.stats() }
-
-// Close fails every waiting Acquire with ErrClosed; later acquisitions fail
-// with ErrClosed too. It returns nil, also when called again.
-func (s *SlidingLog) Close() error { return s.close() }

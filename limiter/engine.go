@@ -103,6 +103,25 @@ func (b *base) reject(why reason, retry int64) Lease {
 	return Lease{retry: time.Duration(retry), why: why}
 }
 
+// TryAcquire takes n permits if they are available now and nobody waits in
+// Acquire. It never blocks.
+func (b *base) TryAcquire(n int) Lease { return b.tryAcquire(n) }
+
+// Acquire waits until n permits are granted, ctx is done, the queue is
+// full, or the limiter is closed; see Limiter.
+func (b *base) Acquire(ctx context.Context, n int) (Lease, error) { return b.acquire(ctx, n) }
+
+// Stats returns a snapshot of the limiter's state and counters.
+func (b *base) Stats() Stats { return b.stats() }
+
+// Close fails every waiting Acquire with ErrClosed; later acquisitions fail
+// with ErrClosed too. Leases already granted may still be released. It
+// returns nil, also when called again.
+func (b *base) Close() error { return b.close() }
+
+// Quota returns the limiter's policy and state; see Quota.
+func (b *base) Quota() Quota { return b.quota() }
+
 // tryAcquire is TryAcquire under the lock: the path of the locked
 // algorithms, and the fallback of the lock-free ones.
 func (b *base) tryAcquire(n int) Lease {
@@ -145,6 +164,9 @@ func (b *base) requestErr(why reason, n int) error {
 
 // acquire is Acquire for every algorithm.
 func (b *base) acquire(ctx context.Context, n int) (Lease, error) {
+	if ctx == nil {
+		panic("limiter: nil Context")
+	}
 	if n < 0 {
 		return b.reject(reasonInvalid, 0), b.requestErr(reasonInvalid, n)
 	}
