@@ -39,7 +39,7 @@ const maxBatch = 256
 type engine struct {
 	o       Options
 	c       redis.UniversalClient
-	sync    bool // c honours context deadlines: round trips run in the caller
+	sync    bool // round trips run in the caller: c honours context deadlines, or Timeout was left to the client
 	timeout time.Duration
 	alg     algorithm
 	static  []any
@@ -107,7 +107,7 @@ func validQueue(q limiter.QueueOptions) error {
 
 func newEngine(o Options, alg algorithm, q limiter.QueueOptions) *engine {
 	return &engine{
-		o: o, c: o.Client, sync: honoursDeadlines(o.Client), timeout: o.timeout(),
+		o: o, c: o.Client, sync: o.Timeout == 0 || honoursDeadlines(o.Client), timeout: o.timeout(),
 		alg: alg, static: alg.args(), queue: q, max: alg.maxPermits(),
 		done: make(chan struct{}), flights: make(map[string]*flight),
 	}

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
@@ -50,5 +52,8 @@ func newClient(t testing.TB) *redis.Client {
 	return c
 }
 
-// uniqueKey names a limit no other test uses.
-func uniqueKey(t testing.TB) string { return t.Name() }
+// uniqueKey names a limit no other test, and no other run of this test
+// (-count), uses.
+func uniqueKey(t testing.TB) string {
+	return t.Name() + "/" + strconv.FormatInt(time.Now().UnixNano(), 36)
+}

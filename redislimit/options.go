@@ -51,7 +51,7 @@ func (p ErrorPolicy) String() string {
 
 // Defaults used when the corresponding Options field is zero.
 const (
-	// DefaultTimeout bounds one round trip to Redis.
+	// DefaultTimeout bounds one round trip to Redis (see Options.Timeout).
 	DefaultTimeout = 500 * time.Millisecond
 	// DefaultLeaseTTL is how long a Concurrency holder's permits outlive its
 	// last renewal, and so how soon a crashed holder's permits come back.
@@ -77,7 +77,12 @@ type Options struct {
 	// share of the limit.
 	Fallback limiter.Limiter
 	// Timeout bounds one round trip to Redis: a server that does not answer
-	// within it is an error (see OnError). Zero means DefaultTimeout.
+	// within it is an error (see OnError). Zero means DefaultTimeout with a
+	// client that honours context deadlines (ContextTimeoutEnabled, which
+	// is recommended), and otherwise the client's own bound (go-redis's
+	// ReadTimeout, 3s by default). A Timeout set with a client that ignores
+	// context deadlines is kept by running each round trip in a goroutine of
+	// its own, which costs a goroutine hand-off per call.
 	Timeout time.Duration
 	// LeaseTTL is, for NewConcurrency only, how long a holder's permits
 	// outlive its last renewal in Redis. Held leases are renewed every
