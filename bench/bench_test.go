@@ -157,6 +157,18 @@ func BenchmarkAdmit(b *testing.B) {
 			sinkDur = time.Since(origin)
 		}
 	})
+	b.Run("clock-cas", func(b *testing.B) {
+		// The floor of a lock-free bucket: one clock read and one
+		// compare-and-swap of the state word.
+		origin := time.Now()
+		var word atomic.Int64
+		b.ReportAllocs()
+		for b.Loop() {
+			now := int64(time.Since(origin))
+			old := word.Load()
+			word.CompareAndSwap(old, max(old, now)+1)
+		}
+	})
 	b.Run("rategate-tokenbucket", func(b *testing.B) {
 		l := admitTokenBucket()
 		b.ReportAllocs()
