@@ -35,13 +35,7 @@ type fixedWindow struct {
 // NewFixedWindow returns a fixed-window limiter, or an *OptionError naming
 // the first invalid option.
 func NewFixedWindow(opts FixedWindowOptions) (*FixedWindow, error) {
-	if err := validLimit(opts.Limit); err != nil {
-		return nil, err
-	}
-	if err := validWindow(opts.Window); err != nil {
-		return nil, err
-	}
-	if err := opts.Queue.validate(); err != nil {
+	if err := validWindowed(opts.Limit, opts.Window, opts.Queue); err != nil {
 		return nil, err
 	}
 	f := &FixedWindow{p: fixedWindow{limit: int64(opts.Limit), window: int64(opts.Window)}}

@@ -64,3 +64,14 @@ func validWindow(w time.Duration) error {
 	}
 	return nil
 }
+
+// validWindowed validates what the three window limiters' options share.
+func validWindowed(limit int, window time.Duration, q QueueOptions) error {
+	if err := validLimit(limit); err != nil {
+		return err
+	}
+	if err := validWindow(window); err != nil {
+		return err
+	}
+	return q.validate()
+}

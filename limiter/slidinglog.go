@@ -41,13 +41,7 @@ type slidingLog struct {
 // NewSlidingLog returns a strict sliding-log limiter, or an *OptionError
 // naming the first invalid option.
 func NewSlidingLog(opts SlidingLogOptions) (*SlidingLog, error) {
-	if err := validLimit(opts.Limit); err != nil {
-		return nil, err
-	}
-	if err := validWindow(opts.Window); err != nil {
-		return nil, err
-	}
-	if err := opts.Queue.validate(); err != nil {
+	if err := validWindowed(opts.Limit, opts.Window, opts.Queue); err != nil {
 		return nil, err
 	}
 	s := &SlidingLog{p: slidingLog{limit: int64(opts.Limit), window: int64(opts.Window)}}
