@@ -77,7 +77,7 @@
 // Each limiter keeps one bound, under any interleaving of goroutines, and
 // with demand above it grants as close to the bound as it allows: a queued
 // request is served at the first instant the bound permits (as far as timers
-// are punctual; see QueueOptions.Spin below).
+// are punctual; see Waiting precisely below).
 //
 //	constructor       algorithm                  bound
 //	NewTokenBucket    token bucket (GCRA)        ≤ Burst + Rate·t permits in every interval of length t
@@ -211,17 +211,15 @@
 // does not queue: it sleeps until the bucket could grant and tries again, so
 // waiters on one key are not served in arrival order.
 //
-// # Spinning for high rates
+// # Waiting precisely
 //
-// Timers can fire late (on Linux, often by up to a millisecond), and a pacer
-// loses each grant's lateness, which caps a timer-paced LeakyBucket near a
-// thousand grants a second. With [QueueOptions].Spin set, the head waiter
-// sleeps on a timer until Spin before its turn and then polls the clock,
-// yielding between polls, for the rest: grants come on time at up to a
-// hundred thousand a second. The cost is CPU: one core stays busy while a
-// head waiter spins. Leave Spin at zero unless the rate needs it. Where the
-// clock stands still while polled, as in a testing/synctest bubble, the waiter
-// falls back to its timer.
+// Timers fire late (on Linux often by up to a millisecond), and a pacer
+// would lose each grant's lateness. So the head waiter sleeps on a timer to
+// just before its instant and waits the rest precisely: on Linux on one OS
+// timer the whole process shares, elsewhere by polling the clock. The grant
+// is booked at that instant, never earlier. [QueueOptions].Spin fixes how
+// long that rest is instead of the lateness the process has observed. In a
+// testing/synctest bubble the waiter waits on its timer alone.
 //
 // # Close and Stats
 //
