@@ -13,6 +13,7 @@ package bench
 import (
 	"context"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -116,5 +117,34 @@ func BenchmarkRedisShared64(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// BenchmarkRedisPaired measures one decision of each implementation in
+// turn, in one loop, so that all see the same load (a shared 2-core VM's
+// load moves from second to second and skews benchmarks run one after
+// another), and reports each one's median and 90th percentile latency
+// in µs; ns/op is one round of all four.
+func BenchmarkRedisPaired(b *testing.B) {
+	impls := redisImpls(b)
+	ctx := context.Background()
+	lat := make([][]time.Duration, len(redisOrder))
+	i := 0
+	for b.Loop() {
+		for k := range redisOrder {
+			j := (k + i) % len(redisOrder) // rotate who goes first
+			t0 := time.Now()
+			if !impls[redisOrder[j]](ctx) {
+				b.Fatal("refused or failed")
+			}
+			lat[j] = append(lat[j], time.Since(t0))
+		}
+		i++
+	}
+	for j, name := range redisOrder {
+		l := lat[j]
+		slices.Sort(l)
+		b.ReportMetric(float64(l[len(l)/2])/1e3, "µs-p50-"+name)
+		b.ReportMetric(float64(l[len(l)*9/10])/1e3, "µs-p90-"+name)
 	}
 }

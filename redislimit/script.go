@@ -79,21 +79,33 @@ func unavailable(err error) error {
 	return &unavailableError{cause: err}
 }
 
-// roundTrip runs s with a context bounded by timeout and detached from
-// ctx's cancellation: a decision shared by several callers must not be
-// cut short by one of them, and one that may have committed must be
-// heard.
-func roundTrip(ctx context.Context, c redis.Scripter, timeout time.Duration, s *script, keys []string, args ...any) (any, error) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	defer cancel()
-	v, err := s.run(ctx, c, keys, args...)
+// roundTrip runs s once, within timeout. The context carries the deadline
+// but no timer and no cancellation: a client that honours deadlines
+// (ContextTimeoutEnabled) turns it into the connection's I/O deadlines,
+// which end a stalled round trip by themselves, and a decision shared by
+// several callers is not cut short by one of them.
+func roundTrip(_ context.Context, c redis.Scripter, timeout time.Duration, s *script, keys []string, args ...any) (any, error) {
+	ctx := deadlineCtx{time.Now().Add(timeout)}
+	v, err := s.run(&ctx, c, keys, args...)
 	if err != nil {
 		return nil, unavailable(err)
 	}
 	return v, nil
+}
+
+// deadlineCtx is a context with a deadline and nothing else: Done is nil
+// (it never closes) and Err reports the deadline once it has passed. It is
+// for go-redis, which bounds its I/O by the deadline.
+type deadlineCtx struct{ d time.Time }
+
+func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.d, true }
+func (c *deadlineCtx) Done() <-chan struct{}       { return nil }
+func (c *deadlineCtx) Value(any) any               { return nil }
+func (c *deadlineCtx) Err() error {
+	if time.Now().Before(c.d) {
+		return nil
+	}
+	return context.DeadlineExceeded
 }
 
 // honoursDeadlines reports whether c bounds a command by its context's
