@@ -36,24 +36,43 @@
 // # Waiting
 //
 // TryAcquire is one round trip. Acquire waits the time the script says the
-// request could be granted (never polling), spread by a random jitter so
-// that many waiting processes do not retry at the same instant, and fails at
-// once with an error wrapping context.DeadlineExceeded when that time is
-// past ctx's deadline. Concurrent decisions for one key in one process are
-// coalesced into one script call.
+// request could be granted (never polling) and asks again; a waiter refused
+// again, having lost a race with another process, adds a small random delay
+// to its next wait, so that many waiting processes do not all retry at the
+// same instant. It fails at once with an error wrapping
+// context.DeadlineExceeded when that time is past ctx's deadline. (A
+// semaphore cannot know when another process will release: its waiters wake
+// at a release in their own process, or after a jittered backoff.) Waiters
+// are not served in arrival order across processes. Concurrent decisions for
+// one key in one process are coalesced into one script call.
 //
 // # When Redis cannot decide
 //
-// A Redis error never admits silently. A round trip is bounded by
-// Options.Timeout; an error or a timeout is handled by Options.OnError:
+// A Redis error never admits silently. A round trip is bounded: by
+// Options.Timeout (DefaultTimeout when zero) with a client that honours
+// context deadlines (go-redis's ContextTimeoutEnabled, recommended), else
+// by the client's own ReadTimeout unless Options.Timeout is set. An error or
+// a timeout is handled by Options.OnError:
 // FailClosed (the default) refuses with an error wrapping [ErrUnavailable]
 // and the cause, FailOpen grants, and UseFallback asks Options.Fallback, a
 // local limiter. A script is sent again only when Redis answers NOSCRIPT
 // (its script cache was flushed); never after a failure that may have
 // committed, which would count a decision twice.
 //
+// A decision whose answer was lost (a timeout) may still have been made in
+// Redis: a rate limiter's permits are then spent without being granted (the
+// bound holds, the permits are lost), and a semaphore gives back what such a
+// decision may have granted.
+//
 // A Redis server restarted without persistence has forgotten every limit's
 // state. Set Options.GuardRestarts to keep the bound across such restarts.
+//
+// # Stats and Quota
+//
+// Stats counts this process's grants and refusals; Quota (for HTTP
+// RateLimit header fields, see limiter.Quoter) is the limit's state as the
+// last script call in this process reported it, with no round trip of its
+// own.
 //
 // # Keys and Redis Cluster
 //

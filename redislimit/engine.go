@@ -318,7 +318,7 @@ func (h *handle) tryAcquire(n int) limiter.Lease {
 	arg := e.requestArg(n)
 	res := e.decide(h, arg)
 	if res.err != nil {
-		l, _ := e.o.policy(nil, n, res.err)
+		l := e.o.policyTry(n, res.err)
 		e.count(l.Granted())
 		return l
 	}
@@ -406,7 +406,7 @@ func (h *handle) wait(ctx context.Context, n int) (limiter.Lease, error) {
 	for attempt := 0; ; attempt++ {
 		res := e.decide(h, arg)
 		if res.err != nil {
-			return e.o.policy(ctx, n, res.err)
+			return e.o.policyAcquire(ctx, n, res.err)
 		}
 		h.setQuota(res)
 		if res.granted {

@@ -72,7 +72,7 @@ func hashTag(key, sub string, keyed bool) string {
 	return t + "}"
 }
 
-// RedisKey returns the Redis key of one limit: "rategate:" + kind + ":" +
+// redisKey returns the Redis key of one limit: "rategate:" + kind + ":" +
 // the hash tag + suffix. kind names the algorithm ("tb", "fw", "sl",
 // "cc", "pt"), so limiters of different algorithms given the same
 // Options.Key never share state; suffix tells apart the keys of one limit.

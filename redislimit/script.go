@@ -157,17 +157,24 @@ func boundedTrip(sync bool, c redis.Scripter, timeout time.Duration, s *script, 
 	}
 }
 
-// policy applies Options.OnError to a decision Redis could not make, for
-// TryAcquire (ctx == nil) or Acquire.
-func (o *Options) policy(ctx context.Context, n int, cause error) (limiter.Lease, error) {
+// policyTry applies Options.OnError to a TryAcquire Redis could not decide.
+func (o *Options) policyTry(n int, cause error) limiter.Lease {
+	switch o.OnError {
+	case FailOpen:
+		return limiter.NewLease(n, nil)
+	case UseFallback:
+		return o.Fallback.TryAcquire(n)
+	}
+	return limiter.Denied(cause, 0)
+}
+
+// policyAcquire applies Options.OnError to an Acquire Redis could not
+// decide.
+func (o *Options) policyAcquire(ctx context.Context, n int, cause error) (limiter.Lease, error) {
 	switch o.OnError {
 	case FailOpen:
 		return limiter.NewLease(n, nil), nil
 	case UseFallback:
-		if ctx == nil {
-			l := o.Fallback.TryAcquire(n)
-			return l, l.Err()
-		}
 		return o.Fallback.Acquire(ctx, n)
 	}
 	return limiter.Denied(cause, 0), cause
