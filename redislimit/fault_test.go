@@ -57,7 +57,7 @@ func TestFaultRestart(t *testing.T) {
 	}
 	s := ownServer(t, true)
 	cfg := childConfig{Addrs: []string{s.Addr}, Key: uniqueKey(t), Alg: "sl", Limit: 20, Window: 200 * time.Millisecond,
-		Dur: 2 * time.Second, G: 4, Guard: true, Timeout: 200 * time.Millisecond}
+		Dur: runFor(1500 * time.Millisecond), G: 4, Guard: true, Timeout: 200 * time.Millisecond}
 	restartedAt := make(chan int64, 1)
 	go func() {
 		time.Sleep(700 * time.Millisecond)

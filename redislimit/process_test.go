@@ -1,6 +1,7 @@
 package redislimit
 
 import (
+	"flag"
 	"math/big"
 	"os/exec"
 	"strconv"
@@ -9,6 +10,17 @@ import (
 
 	"github.com/rategate/rategate/internal/redistest"
 )
+
+// long runs the cross-process tests for longer: go test -redislimit.long.
+var long = flag.Bool("redislimit.long", false, "run the cross-process and fault tests 5 times longer")
+
+// runFor is d, or 5·d with -redislimit.long.
+func runFor(d time.Duration) time.Duration {
+	if *long {
+		return 5 * d
+	}
+	return d
+}
 
 // The bound checks read grant logs stamped with Redis's clock (µs) by the
 // script that decided each grant, so they are exact: no tolerance.
@@ -97,7 +109,7 @@ func TestProcessesSlidingLog(t *testing.T) {
 		t.Skip("spawns processes")
 	}
 	saturation(t, func(attempt int) float64 {
-		cfg := childConfig{Addrs: []string{server.Addr}, Key: uniqueKey(t) + strconv.Itoa(attempt), Alg: "sl", Limit: 30, Window: 100 * time.Millisecond, Dur: 1500 * time.Millisecond, G: 4}
+		cfg := childConfig{Addrs: []string{server.Addr}, Key: uniqueKey(t) + strconv.Itoa(attempt), Alg: "sl", Limit: 30, Window: 100 * time.Millisecond, Dur: runFor(time.Second), G: 4}
 		evs := runChildren(t, 3, cfg, "grants")
 		g := grantsOf(evs)
 		checkSliding(t, g, cfg.Window, cfg.Limit)
@@ -113,7 +125,7 @@ func TestProcessesFixedWindow(t *testing.T) {
 		t.Skip("spawns processes")
 	}
 	saturation(t, func(attempt int) float64 {
-		cfg := childConfig{Addrs: []string{server.Addr}, Key: uniqueKey(t) + strconv.Itoa(attempt), Alg: "fw", Limit: 25, Window: 100 * time.Millisecond, Dur: 1500 * time.Millisecond, G: 4}
+		cfg := childConfig{Addrs: []string{server.Addr}, Key: uniqueKey(t) + strconv.Itoa(attempt), Alg: "fw", Limit: 25, Window: 100 * time.Millisecond, Dur: runFor(time.Second), G: 4}
 		evs := runChildren(t, 3, cfg, "grants")
 		g := grantsOf(evs)
 		checkFixed(t, g, cfg.Window, cfg.Limit)
@@ -140,7 +152,7 @@ func TestProcessesTokenBucket(t *testing.T) {
 		t.Skip("spawns processes")
 	}
 	saturation(t, func(attempt int) float64 {
-		cfg := childConfig{Addrs: []string{server.Addr}, Key: uniqueKey(t) + strconv.Itoa(attempt), Alg: "tb", Limit: 10, Rate: 300, Window: time.Second, Dur: 1500 * time.Millisecond, G: 4}
+		cfg := childConfig{Addrs: []string{server.Addr}, Key: uniqueKey(t) + strconv.Itoa(attempt), Alg: "tb", Limit: 10, Rate: 300, Window: time.Second, Dur: runFor(time.Second), G: 4}
 		evs := runChildren(t, 3, cfg, "grants")
 		g := grantsOf(evs)
 		checkBucket(t, g, int64(cfg.Rate), cfg.Window, int64(cfg.Limit))
@@ -202,7 +214,7 @@ func TestProcessesConcurrency(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	cfg := childConfig{Addrs: []string{server.Addr}, Key: uniqueKey(t), Alg: "cc", Limit: 5, Dur: 1200 * time.Millisecond, G: 4, Hold: 5 * time.Millisecond, LeaseTTL: 2 * time.Second}
+	cfg := childConfig{Addrs: []string{server.Addr}, Key: uniqueKey(t), Alg: "cc", Limit: 5, Dur: runFor(time.Second), G: 4, Hold: 5 * time.Millisecond, LeaseTTL: 2 * time.Second}
 	evs := runChildren(t, 3, cfg, "grants")
 	checkHeld(t, evs, cfg.Limit)
 	g := grantsOf(evs)
@@ -239,7 +251,7 @@ func TestProcessesCluster(t *testing.T) {
 	defer c.Close()
 	t.Run("sl", func(t *testing.T) {
 		saturation(t, func(attempt int) float64 {
-			cfg := childConfig{Addrs: c.Addrs, Cluster: true, Key: "cluster-sl" + strconv.Itoa(attempt), Alg: "sl", Limit: 20, Window: 100 * time.Millisecond, Dur: time.Second, G: 4}
+			cfg := childConfig{Addrs: c.Addrs, Cluster: true, Key: "cluster-sl" + strconv.Itoa(attempt), Alg: "sl", Limit: 20, Window: 100 * time.Millisecond, Dur: runFor(time.Second), G: 4}
 			evs := runChildren(t, 3, cfg, "grants")
 			g := grantsOf(evs)
 			checkSliding(t, g, cfg.Window, cfg.Limit)
@@ -252,7 +264,7 @@ func TestProcessesCluster(t *testing.T) {
 	t.Run("tb", func(t *testing.T) {
 		// Many keys, so that the limits spread over the three masters.
 		for i := range 3 {
-			cfg := childConfig{Addrs: c.Addrs, Cluster: true, Key: "cluster-tb" + strconv.Itoa(i), Alg: "tb", Limit: 20, Rate: 200, Window: time.Second, Dur: 500 * time.Millisecond, G: 2}
+			cfg := childConfig{Addrs: c.Addrs, Cluster: true, Key: "cluster-tb" + strconv.Itoa(i), Alg: "tb", Limit: 20, Rate: 200, Window: time.Second, Dur: runFor(500 * time.Millisecond), G: 2}
 			evs := runChildren(t, 3, cfg, "grants")
 			g := grantsOf(evs)
 			checkBucket(t, g, int64(cfg.Rate), cfg.Window, int64(cfg.Limit))
