@@ -43,8 +43,12 @@
 // context.DeadlineExceeded when that time is past ctx's deadline. (A
 // semaphore cannot know when another process will release: its waiters wake
 // at a release in their own process, or after a jittered backoff.) Waiters
-// are not served in arrival order across processes. Concurrent decisions for
-// one key in one process are coalesced into one script call.
+// are not served in arrival order across processes, so of the options'
+// QueueOptions only Limit is used: it caps the permits waiting in this
+// process's Acquire calls (beyond it Acquire fails with
+// limiter.ErrQueueFull); Order and Spin are validated but not used.
+// Concurrent decisions for one key in one process are coalesced into one
+// script call.
 //
 // # When Redis cannot decide
 //

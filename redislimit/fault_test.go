@@ -310,3 +310,47 @@ func TestFaultHolderKilled(t *testing.T) {
 		t.Fatalf("permits came back %d µs after the kill, long after the TTL %v", granted-killed, ttl)
 	}
 }
+
+// TestGuardRestarts: on a server that has just started, a limit found
+// missing is taken as used up at the server's start with GuardRestarts, and
+// as new without it.
+func TestGuardRestarts(t *testing.T) {
+	s := ownServer(t, true)
+	c := s.Client()
+	defer c.Close()
+	opts := limiter.SlidingLogOptions{Limit: 3, Window: 10 * time.Second}
+	for _, guard := range []bool{false, true} {
+		key := uniqueKey(t)
+		sl, err := NewSlidingLog(Options{Client: c, Key: key, GuardRestarts: guard}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := sl.TryAcquire(1)
+		sl.Close()
+		if l.Granted() == guard {
+			t.Fatalf("GuardRestarts %v on a server up for less than the window: granted %v", guard, l.Granted())
+		}
+		if guard && (l.RetryAfter() <= 8*time.Second || l.RetryAfter() > 10*time.Second) {
+			t.Fatalf("RetryAfter %v, want the rest of the window from the server's start", l.RetryAfter())
+		}
+	}
+	tb, _ := NewTokenBucket(Options{Client: c, Key: uniqueKey(t), GuardRestarts: true},
+		limiter.TokenBucketOptions{Rate: limiter.Per(1, 10*time.Second), Burst: 1})
+	defer tb.Close()
+	if l := tb.TryAcquire(1); l.Granted() {
+		t.Fatal("a guarded bucket granted on a server younger than its refill time")
+	}
+	fw, _ := NewFixedWindow(Options{Client: c, Key: uniqueKey(t), GuardRestarts: true},
+		limiter.FixedWindowOptions{Limit: 1, Window: time.Hour})
+	defer fw.Close()
+	if l := fw.TryAcquire(1); l.Granted() {
+		t.Fatal("a guarded window granted in the window the server started in")
+	}
+	cc, _ := NewConcurrency(Options{Client: c, Key: uniqueKey(t), GuardRestarts: true, LeaseTTL: 10 * time.Second},
+		limiter.ConcurrencyOptions{Limit: 1})
+	defer cc.Close()
+	if l := cc.TryAcquire(1); l.Granted() {
+		l.Release()
+		t.Fatal("a guarded semaphore granted on a server younger than its lease TTL")
+	}
+}
