@@ -3,6 +3,7 @@ package pool
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -221,6 +222,9 @@ func (p *Pool) enqueue(key string, it keyItem) error {
 	defer s.mu.Unlock()
 	for {
 		if err := p.startErr(it.ctx); err != nil {
+			if s.queued < p.keyCap && s.roomWaiters > 0 {
+				s.signalRoom() // the wake-up this call may have taken is another's
+			}
 			return err
 		}
 		if s.queued < p.keyCap {
@@ -377,7 +381,7 @@ func (p *Pool) acquire(k *keyQueue, ctx context.Context) {
 	defer p.workWG.Done()
 	wctx, stop := p.waitContext(ctx)
 	lease, err := k.lim.Acquire(wctx, 1)
-	stop()
+	err = stop(err)
 	s := &p.keys
 	s.mu.Lock()
 	k.busy = false
@@ -386,9 +390,6 @@ func (p *Pool) acquire(k *keyQueue, ctx context.Context) {
 	}
 	if err != nil {
 		lease.Release()
-		if p.life.Err() != nil {
-			err = p.lifeErr()
-		}
 		p.failHead(k, err)
 	} else {
 		k.lease = lease
@@ -398,16 +399,29 @@ func (p *Pool) acquire(k *keyQueue, ctx context.Context) {
 	p.dispatch()
 }
 
-// waitContext is a context that ends when ctx or the pool's life ends.
-func (p *Pool) waitContext(ctx context.Context) (context.Context, func()) {
+// waitContext is a context that ends when ctx or the pool's life ends, and
+// the function to call with the error of the wait once it is over: it lets
+// the context go and, when the wait failed because the context ended,
+// returns why it ended (ctx's cause, or ErrClosed after Close) in place of
+// the bare context.Canceled a limiter reports.
+func (p *Pool) waitContext(ctx context.Context) (context.Context, func(error) error) {
 	if ctx.Done() == nil {
-		return p.life, func() {}
+		return p.life, func(err error) error {
+			if err != nil && p.life.Err() != nil {
+				return p.lifeErr()
+			}
+			return err
+		}
 	}
 	wctx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(p.life, func() { cancel(p.lifeErr()) })
-	return wctx, func() {
+	return wctx, func(err error) error {
 		stop()
+		if err != nil && wctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+			err = context.Cause(wctx)
+		}
 		cancel(nil)
+		return err
 	}
 }
 

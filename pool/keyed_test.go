@@ -485,3 +485,64 @@ func hostOf(u string) string {
 	}
 	return rest
 }
+
+// TestGoKeyRoomWakeNotLost: two GoKey calls wait for room; the room comes
+// back at the instant the first one's ctx ends. Whichever way that race
+// goes, the second must get the room (it waited for good when the first
+// took the wake-up and then gave up: found by TestPoolKeyBounds).
+func TestGoKeyRoomWakeNotLost(t *testing.T) {
+	for range 100 {
+		synctest.Test(t, func(t *testing.T) {
+			start := time.Now()
+			lim := slidingLog(t, 1, time.Second)
+			p := mustPool(t, pool.Options{Workers: 1, Queue: 1, PerKey: func(string) limiter.Limiter { return lim }})
+			task := func(context.Context) error { return nil }
+			p.GoKey(t.Context(), "k", task) // starts at 0
+			p.GoKey(t.Context(), "k", task) // waits until 1 s: the queue is full
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			defer cancel()
+			var wg sync.WaitGroup
+			wg.Go(func() { p.GoKey(ctx, "k", task) }) // gives up at 1 s, or gets in
+			var at time.Duration
+			wg.Go(func() {
+				time.Sleep(time.Nanosecond)
+				if err := p.GoKey(t.Context(), "k", task); err != nil {
+					t.Error(err)
+				}
+				at = time.Since(start)
+			})
+			wg.Wait()
+			if err := p.Wait(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatal(err)
+			}
+			if at > 2*time.Second {
+				t.Errorf("the second waiter got in at %v", at)
+			}
+		})
+	}
+}
+
+// TestGoContextCloseAndDeadline: a GoContext waiting in the limiter when its
+// deadline and Close come at the same instant fails with one of the two
+// (DeadlineExceeded or ErrClosed), or starts its task, never fails with a
+// bare context.Canceled (found by TestPoolBounds).
+func TestGoContextCloseAndDeadline(t *testing.T) {
+	for range 100 {
+		synctest.Test(t, func(t *testing.T) {
+			conc, _ := limiter.NewConcurrency(limiter.ConcurrencyOptions{Limit: 1})
+			p := mustPool(t, pool.Options{Workers: 2, Limiter: conc})
+			p.Go(func(ctx context.Context) error { <-ctx.Done(); return nil }) // holds the permit until Close
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			defer cancel()
+			time.AfterFunc(time.Second, func() { p.Close() })
+			var ran atomic.Bool
+			err := p.GoContext(ctx, func(context.Context) error { ran.Store(true); return nil })
+			p.Wait()
+			// The grant may win the race (the first task returns at Close and
+			// gives its permit back): then the task runs.
+			if err == nil && !ran.Load() || err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, pool.ErrClosed) {
+				t.Errorf("GoContext: %v (ran %v), want nil and the task run, DeadlineExceeded or ErrClosed", err, ran.Load())
+			}
+		})
+	}
+}

@@ -341,35 +341,15 @@ func (p *Pool) submitEntered(ctx context.Context, lim limiter.Limiter, try, rese
 func (p *Pool) pass(ctx context.Context, lim limiter.Limiter, try bool) (limiter.Lease, error) {
 	if try || ctx.Done() != nil {
 		lease := lim.TryAcquire(1)
-		if lease.Granted() {
-			return lease, nil
-		}
-		if try {
+		if lease.Granted() || try || !errors.Is(lease.Err(), limiter.ErrLimited) {
 			return lease, lease.Err()
 		}
-		if !errors.Is(lease.Err(), limiter.ErrLimited) {
-			return lease, lease.Err()
-		}
-		// Wait on both ctx and the pool's life: this allocates, but only
-		// when the caller has to wait anyway.
-		wctx, cancel := context.WithCancelCause(ctx)
-		stop := context.AfterFunc(p.life, func() { cancel(p.lifeErr()) })
-		lease, err := lim.Acquire(wctx, 1)
-		stop()
-		cancel(nil)
-		if err != nil {
-			if ctx.Err() == nil && p.life.Err() != nil {
-				return lease, p.lifeErr()
-			}
-			return lease, err
-		}
-		return lease, nil
 	}
-	lease, err := lim.Acquire(p.life, 1)
-	if err != nil && p.life.Err() != nil {
-		return lease, p.lifeErr()
-	}
-	return lease, err
+	// Wait on both ctx and the pool's life: with a ctx that can end, this
+	// allocates, but only when the caller has to wait anyway.
+	wctx, stop := p.waitContext(ctx)
+	lease, err := lim.Acquire(wctx, 1)
+	return lease, stop(err)
 }
 
 // lifeErr is why the pool's life ended: ErrClosed after Close, else the
