@@ -6,8 +6,10 @@ require (
 	github.com/alitto/pond/v2 v2.7.1
 	github.com/didip/tollbooth/v7 v7.0.2
 	github.com/go-chi/httprate v0.16.1
+	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/juju/ratelimit v1.0.2
 	github.com/rategate/rategate v0.0.0
+	github.com/redis/go-redis/v9 v9.22.0
 	github.com/sourcegraph/conc v0.3.0
 	go.uber.org/ratelimit v0.3.1
 	golang.org/x/sync v0.19.0
@@ -19,10 +21,8 @@ require (
 	github.com/benbjohnson/clock v1.3.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/go-pkgz/expirable-cache/v3 v3.0.0 // indirect
-	github.com/go-redis/redis_rate/v10 v10.0.1 // indirect
 	github.com/klauspost/cpuid/v2 v2.2.10 // indirect
 	github.com/kr/text v0.2.0 // indirect
-	github.com/redis/go-redis/v9 v9.22.0 // indirect
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
 	go.uber.org/atomic v1.11.0 // indirect
