@@ -306,7 +306,7 @@ func TestFaultHolderKilled(t *testing.T) {
 	if denied == 0 {
 		t.Fatal("no refusal while the killed holder's lease was live")
 	}
-	if granted > killed+ttlUS+200_000 {
+	if granted > killed+ttlUS+time.Second.Microseconds() { // liveness, on a loaded machine
 		t.Fatalf("permits came back %d µs after the kill, long after the TTL %v", granted-killed, ttl)
 	}
 }
