@@ -546,3 +546,33 @@ func TestGoContextCloseAndDeadline(t *testing.T) {
 		})
 	}
 }
+
+// TestNoAllocsPerTask: Go (with a limiter), the queued mode and GoKey
+// allocate nothing per task once warm.
+func TestNoAllocsPerTask(t *testing.T) {
+	lim, err := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(1_000_000_000, time.Second), Burst: 1_000_000_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nop := func(context.Context) error { return nil }
+	ctx := context.Background()
+	for name, tc := range map[string]struct {
+		opts   pool.Options
+		submit func(p *pool.Pool)
+	}{
+		"Go":    {pool.Options{Workers: 2, Limiter: lim}, func(p *pool.Pool) { p.Go(nop) }},
+		"Queue": {pool.Options{Workers: 2, Queue: 64, Limiter: lim}, func(p *pool.Pool) { p.Go(nop) }},
+		"GoKey": {pool.Options{Workers: 2, Queue: 64, PerKey: func(string) limiter.Limiter { return lim }}, func(p *pool.Pool) { p.GoKey(ctx, "k", nop) }},
+	} {
+		p := mustPool(t, tc.opts)
+		for range 1000 { // warm: workers started, the key's queue grown
+			tc.submit(p)
+		}
+		if allocs := testing.AllocsPerRun(2000, func() { tc.submit(p) }); allocs > 0 {
+			t.Errorf("%s: %v allocations per task, want 0", name, allocs)
+		}
+		if err := p.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -345,8 +345,15 @@ func (p *Pool) pass(ctx context.Context, lim limiter.Limiter, try bool) (limiter
 			return lease, lease.Err()
 		}
 	}
-	// Wait on both ctx and the pool's life: with a ctx that can end, this
-	// allocates, but only when the caller has to wait anyway.
+	if ctx.Done() == nil { // Go: wait on the pool's life alone, allocating nothing
+		lease, err := lim.Acquire(p.life, 1)
+		if err != nil && p.life.Err() != nil {
+			err = p.lifeErr()
+		}
+		return lease, err
+	}
+	// Wait on both ctx and the pool's life: this allocates, but only when
+	// the caller has to wait anyway.
 	wctx, stop := p.waitContext(ctx)
 	lease, err := lim.Acquire(wctx, 1)
 	return lease, stop(err)
