@@ -62,8 +62,15 @@ func ServerPath() string {
 // Start starts a redis-server on a free loopback port with no persistence
 // (--save "" --appendonly no), or, when redis-server is not installed, an
 // embedded miniredis server, logging that it did. Stop it with Close.
+//
+// When the environment variable RATEGATE_REQUIRE_REDIS is set (CI sets it),
+// a missing redis-server is an error instead: the embedded server must not
+// stand in silently where the real one was installed for the tests.
 func Start() (*Server, error) {
 	if ServerPath() == "" {
+		if os.Getenv("RATEGATE_REQUIRE_REDIS") != "" && os.Getenv("REDISTEST_EMBEDDED") == "" {
+			return nil, errors.New("redistest: RATEGATE_REQUIRE_REDIS is set but redis-server is not on PATH")
+		}
 		m, err := miniredis.Run()
 		if err != nil {
 			return nil, err
