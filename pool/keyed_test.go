@@ -77,6 +77,32 @@ func (c crawlPlan) run(t *testing.T, grouped bool) crawlRun {
 	return r
 }
 
+// check checks a run: GoKey never waited, at most Workers tasks ran at
+// once, the crawl took the ideal time within 10%, and every host started all
+// its tasks, at most limit in any window.
+func (r crawlRun) check(t *testing.T, plan crawlPlan, limit int, window, ideal time.Duration) {
+	t.Helper()
+	if r.submitted != 0 {
+		t.Errorf("the GoKey calls took %v; they must not wait below the queue cap", r.submitted)
+	}
+	if r.peak > plan.workers {
+		t.Errorf("%d tasks ran at once, over %d workers", r.peak, plan.workers)
+	}
+	if r.elapsed < ideal || r.elapsed > ideal+ideal/10 {
+		t.Errorf("took %v, want within 10%% over the ideal %v", r.elapsed, ideal)
+	}
+	for h, s := range r.starts {
+		if len(s) != plan.perHost {
+			t.Fatalf("host %d: %d starts, want %d", h, len(s), plan.perHost)
+		}
+		for j := limit; j < len(s); j++ {
+			if s[j]-s[j-limit] < window {
+				t.Fatalf("host %d: starts %v: %d within %v", h, s, limit+1, window)
+			}
+		}
+	}
+}
+
 // TestGoKeyNoHeadOfLine is the crawler of issue 17: URLs on several hosts,
 // each host at most so many starts a second. Submitted grouped by host or
 // interleaved, the crawl takes the same time, the ideal one (the slowest
@@ -121,27 +147,8 @@ func TestGoKeyNoHeadOfLine(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					plan := tc.plan()
 					runs[i] = plan.run(t, grouped)
-					r := runs[i]
-					t.Logf("grouped %v: %v (ideal %v), GoKey done at %v, peak %d", grouped, r.elapsed, tc.ideal, r.submitted, r.peak)
-					if r.submitted != 0 {
-						t.Errorf("grouped %v: the GoKey calls took %v; they must not wait below the queue cap", grouped, r.submitted)
-					}
-					if r.peak > plan.workers {
-						t.Errorf("%d tasks ran at once, over %d workers", r.peak, plan.workers)
-					}
-					if r.elapsed < tc.ideal || r.elapsed > tc.ideal+tc.ideal/10 {
-						t.Errorf("grouped %v: took %v, want within 10%% over the ideal %v", grouped, r.elapsed, tc.ideal)
-					}
-					for h, s := range r.starts {
-						if len(s) != plan.perHost {
-							t.Fatalf("host %d: %d starts, want %d", h, len(s), plan.perHost)
-						}
-						for j := tc.limit; j < len(s); j++ {
-							if s[j]-s[j-tc.limit] < tc.window {
-								t.Fatalf("host %d: starts %v: %d within %v", h, s, tc.limit+1, tc.window)
-							}
-						}
-					}
+					t.Logf("grouped %v: %v (ideal %v), GoKey done at %v, peak %d", grouped, runs[i].elapsed, tc.ideal, runs[i].submitted, runs[i].peak)
+					runs[i].check(t, plan, tc.limit, tc.window, tc.ideal)
 				})
 			}
 			a, b := runs[0].elapsed, runs[1].elapsed
@@ -285,49 +292,51 @@ func TestGoKeyContextEndsWhileQueued(t *testing.T) {
 // ready), and leaves no goroutine or timer behind.
 func TestGoKeyCloseAndParentContext(t *testing.T) {
 	for _, how := range []string{"Close", "Context"} {
-		t.Run(how, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				start := time.Now()
-				parent, cancel := context.WithCancel(t.Context())
-				defer cancel()
-				rate := slidingLog(t, 1, time.Hour)
-				conc, _ := limiter.NewConcurrency(limiter.ConcurrencyOptions{Limit: 1})
-				p := mustPool(t, pool.Options{Workers: 2, Context: parent, PerKey: func(k string) limiter.Limiter {
-					if k == "conc" {
-						return conc
-					}
-					return rate
-				}})
-				var ran atomic.Int64
-				for _, key := range []string{"rate", "rate", "rate", "conc", "conc"} {
-					p.GoKey(t.Context(), key, func(ctx context.Context) error {
-						ran.Add(1)
-						<-ctx.Done()
-						return nil
-					})
-				}
-				time.Sleep(time.Second)
-				if how == "Close" {
-					p.Close()
-				} else {
-					cancel()
-				}
-				err := p.Wait()
-				joined, _ := err.(interface{ Unwrap() []error })
-				if ran.Load() != 2 || joined == nil || len(joined.Unwrap()) != 3 {
-					t.Errorf("ran %d, Wait = %v; want 2 ran and 3 errors", ran.Load(), err)
-				}
-				if how == "Close" && !errors.Is(err, pool.ErrClosed) || how == "Context" && !errors.Is(err, context.Canceled) {
-					t.Errorf("Wait = %v, want the pool's end", err)
-				}
-				if el := time.Since(start); el != time.Second {
-					t.Errorf("Wait returned at %v, want 1s (the hour's wait drained)", el)
-				}
-				if conc.InUse() != 0 {
-					t.Errorf("%d concurrency permits held after Wait", conc.InUse())
-				}
-			})
+		t.Run(how, func(t *testing.T) { synctest.Test(t, func(t *testing.T) { testGoKeyEnd(t, how) }) })
+	}
+}
+
+// testGoKeyEnd queues keyed tasks parked on a rate and waiting on a
+// Concurrency limiter, ends the pool by how (Close or its Context) and checks
+// that Wait reports every queued task at once and nothing is held.
+func testGoKeyEnd(t *testing.T, how string) {
+	start := time.Now()
+	parent, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	rate := slidingLog(t, 1, time.Hour)
+	conc, _ := limiter.NewConcurrency(limiter.ConcurrencyOptions{Limit: 1})
+	p := mustPool(t, pool.Options{Workers: 2, Context: parent, PerKey: func(k string) limiter.Limiter {
+		if k == "conc" {
+			return conc
+		}
+		return rate
+	}})
+	var ran atomic.Int64
+	for _, key := range []string{"rate", "rate", "rate", "conc", "conc"} {
+		p.GoKey(t.Context(), key, func(ctx context.Context) error {
+			ran.Add(1)
+			<-ctx.Done()
+			return nil
 		})
+	}
+	time.Sleep(time.Second)
+	want := pool.ErrClosed
+	if how == "Close" {
+		p.Close()
+	} else {
+		cancel()
+		want = context.Canceled
+	}
+	err := p.Wait()
+	joined, _ := err.(interface{ Unwrap() []error })
+	if ran.Load() != 2 || joined == nil || len(joined.Unwrap()) != 3 || !errors.Is(err, want) {
+		t.Errorf("ran %d, Wait = %v; want 2 ran and 3 errors, %v", ran.Load(), err, want)
+	}
+	if el := time.Since(start); el != time.Second {
+		t.Errorf("Wait returned at %v, want 1s (the hour's wait drained)", el)
+	}
+	if conc.InUse() != 0 {
+		t.Errorf("%d concurrency permits held after Wait", conc.InUse())
 	}
 }
 
@@ -454,25 +463,28 @@ func TestMapKey(t *testing.T) {
 				}
 				got = append(got, r)
 			}
-			if len(got) != len(urls) {
-				t.Fatalf("order %d: %d results, want %d", order, len(got), len(urls))
-			}
-			if order == pool.InputOrder {
-				for i, r := range got {
-					if want := urls[i] + "@"; r[:len(want)] != want {
-						t.Errorf("result %d is %s, want %s's", i, r, urls[i])
-					}
-				}
-			}
-			for _, r := range got {
-				if strings.HasPrefix(r, "https://fast") && !strings.HasSuffix(r, "@0s") {
-					t.Errorf("order %d: %s: a fast URL waited for the slow host", order, r)
-				}
-			}
+			checkMapKeyResults(t, order, urls, got)
 			if el := time.Since(start); el != 3*time.Second {
 				t.Errorf("order %d: took %v, want 3s (the slow host's 4 URLs at 1 a second)", order, el)
 			}
 		})
+	}
+}
+
+// checkMapKeyResults checks that every URL has its result (in input order
+// for InputOrder) and that no fast URL waited.
+func checkMapKeyResults(t *testing.T, order pool.MapOrder, urls, got []string) {
+	t.Helper()
+	if len(got) != len(urls) {
+		t.Fatalf("order %d: %d results, want %d", order, len(got), len(urls))
+	}
+	for i, r := range got {
+		if want := urls[i] + "@"; order == pool.InputOrder && !strings.HasPrefix(r, want) {
+			t.Errorf("result %d is %s, want %s's", i, r, urls[i])
+		}
+		if strings.HasPrefix(r, "https://fast") && !strings.HasSuffix(r, "@0s") {
+			t.Errorf("order %d: %s: a fast URL waited for the slow host", order, r)
+		}
 	}
 }
 
