@@ -647,19 +647,62 @@ func checkDecisions(c config, s schedule, r *run) []error {
 
 // neverQueued reports whether a failed Acquire failed before entering the
 // queue. One cancelled at the instant it started may have been queued for
-// that instant.
+// that instant: a CancelAfter(0) context is cancelled by time.AfterFunc on a
+// goroutine of its own, which may run after the call has queued, and the
+// waiter leaves the queue only when its own goroutine runs again; goroutines
+// running at that instant meanwhile see it queued.
 func neverQueued(c config, y result) bool {
 	switch {
 	case y.granted || y.end > y.start:
 		return false
 	case errors.Is(y.err, limiter.ErrInvalidCount), errors.Is(y.err, limiter.ErrExceedsLimit):
 		return true
-	case y.o.ctx == ctxDone || (y.limit >= 0 && y.limit <= y.start):
-		return true // its context had ended before the call
+	case y.o.ctx == ctxDone || (y.o.ctx == ctxDeadline && y.limit <= y.start):
+		// Its context had ended before the call: cancelled, or a deadline
+		// already past, which context.WithTimeout cancels before returning.
+		return true
 	case errors.Is(y.err, context.DeadlineExceeded) && y.end < y.limit:
 		return true // the wait would outlast the deadline
 	case errors.Is(y.err, limiter.ErrQueueFull) && c.queue.Order == limiter.OldestFirst:
 		return true
 	}
 	return false
+}
+
+// TestCheckDecisionsCancelAfterZero pins the judgement of an Acquire whose
+// context is cancelled 0ns after the call: time.AfterFunc runs the cancel
+// on a goroutine of its own, so the call may find its context live and
+// queue, and stay queued until its goroutine runs again, at the same
+// instant (the limiter removes it then). A TryAcquire at that instant is
+// refused because it waits (no barging), with RetryAfter 0. Only a context
+// that ended before the call (Cancelled, or a deadline already past, which
+// context.WithTimeout cancels before it returns) cannot have queued.
+func TestCheckDecisionsCancelAfterZero(t *testing.T) {
+	c := config{kind: slidingLog, limit: 3, window: 52, queue: limiter.QueueOptions{Limit: 1, Order: limiter.OldestFirst}}
+	s := schedule{closeAt: -1}
+	granted := func(who string, k opKind) result {
+		return result{who: who, o: op{kind: k, n: 1}, granted: true, permits: 1, limit: -1}
+	}
+	refusedAt2 := result{who: "w0.2", o: op{kind: opTry, n: 1}, start: 2, end: 2,
+		err: limiter.ErrLimited, leaseErr: limiter.ErrLimited, limit: -1} // RetryAfter 0: a waiter was queued
+	for _, tc := range []struct {
+		name   string
+		o      op
+		err    error
+		reject bool // the refusal's RetryAfter 0 must be reported
+	}{
+		{"CancelAfter(0)", op{kind: opAcquire, n: 1, ctx: ctxCancel}, context.Canceled, false},
+		{"Cancelled", op{kind: opAcquire, n: 1, ctx: ctxDone}, context.Canceled, true},
+		{"WithTimeout(0)", op{kind: opAcquire, n: 1, ctx: ctxDeadline}, context.DeadlineExceeded, true},
+	} {
+		a := result{who: "w2.6", o: tc.o, start: 2, end: 2, err: tc.err, leaseErr: tc.err, limit: -1}
+		if tc.o.ctx != ctxDone {
+			a.limit = a.start + tc.o.d
+		}
+		r := &run{results: []result{granted("w7.0", opAcquire), granted("w7.1", opTry), granted("w1.0", opAcquire), a, refusedAt2}}
+		errs := checkDecisions(c, s, r)
+		if got := len(errs) > 0; got != tc.reject {
+			t.Errorf("%s failed at once beside a TryAcquire refused with RetryAfter 0: reported %v, want %v (errors: %v)", tc.name, got, tc.reject, errs)
+		}
+	}
 }
