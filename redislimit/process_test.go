@@ -1,9 +1,11 @@
 package redislimit
 
 import (
+	"cmp"
 	"flag"
 	"math/big"
 	"os/exec"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -62,6 +64,11 @@ func checkFixed(t *testing.T, g []event, w time.Duration, limit int) {
 // in exact (big) integers.
 func checkBucket(t *testing.T, g []event, events int64, period time.Duration, burst int64) {
 	t.Helper()
+	// The check runs over the grants in Redis-time order; callers may record
+	// them in the order their replies arrived, which concurrent callers (and
+	// coalesced script calls) can interleave.
+	g = slices.Clone(g)
+	slices.SortStableFunc(g, func(a, b event) int { return cmp.Compare(a.at, b.at) })
 	p := big.NewInt(int64(period / time.Microsecond))
 	ev := big.NewInt(events)
 	// For each j: max over i ≤ j of (events·t_i - S_{i-1}·period) is kept in best.
