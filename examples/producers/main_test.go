@@ -57,6 +57,14 @@ func TestProducers(t *testing.T) {
 		if n := count(res.Sent, 3*time.Second, 4*time.Second); n != 50 {
 			t.Errorf("last second: %d sends, want 50: one per receive, the buffer being full", n)
 		}
+		// The chain serves its waiting senders in arrival order, so equal
+		// producers get equal shares (25% ± 5% each).
+		total := len(res.Sent)
+		for p, n := range res.PerProducer {
+			if share := float64(n) / float64(total); share < 0.20 || share > 0.30 {
+				t.Errorf("producer %d sent %d of %d (%v): want 25%% ± 5%%", p, n, total, res.PerProducer)
+			}
+		}
 	})
 }
 
