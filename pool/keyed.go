@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rategate/rategate/internal/timeheap"
 	"github.com/rategate/rategate/limiter"
 )
 
@@ -542,27 +543,11 @@ func (p *Pool) drainKeys() {
 	p.disarm()
 }
 
+// HeapAt orders parked keys by the instant they may be tried again.
+func (k *keyQueue) HeapAt() time.Time { return k.at }
+
+// SetHeapIndex records k's place among the parked keys.
+func (k *keyQueue) SetHeapIndex(i int) { k.index = i }
+
 // keyHeap orders parked keys by the instant they may be tried again.
-type keyHeap []*keyQueue
-
-func (h keyHeap) Len() int           { return len(h) }
-func (h keyHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
-func (h keyHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
-}
-
-func (h *keyHeap) Push(x any) {
-	k := x.(*keyQueue)
-	k.index = len(*h)
-	*h = append(*h, k)
-}
-
-func (h *keyHeap) Pop() any {
-	old := *h
-	k := old[len(old)-1]
-	old[len(old)-1] = nil
-	k.index = -1
-	*h = old[:len(old)-1]
-	return k
-}
+type keyHeap = timeheap.Heap[*keyQueue]

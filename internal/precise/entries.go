@@ -1,6 +1,10 @@
 package precise
 
-import "time"
+import (
+	"time"
+
+	"github.com/rategate/rategate/internal/timeheap"
+)
 
 // entry is one wait pending on the alarm.
 type entry struct {
@@ -9,27 +13,11 @@ type entry struct {
 	index int           // in the alarm's heap; -1 when not in it
 }
 
+// HeapAt orders pending waits by instant (internal/timeheap).
+func (e *entry) HeapAt() time.Time { return e.at }
+
+// SetHeapIndex records e's place in the alarm's heap.
+func (e *entry) SetHeapIndex(i int) { e.index = i }
+
 // entries is a min-heap of pending waits by instant (container/heap).
-type entries []*entry
-
-func (h entries) Len() int           { return len(h) }
-func (h entries) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
-func (h entries) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
-}
-
-func (h *entries) Push(x any) {
-	e := x.(*entry)
-	e.index = len(*h)
-	*h = append(*h, e)
-}
-
-func (h *entries) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	e.index = -1
-	return e
-}
+type entries = timeheap.Heap[*entry]
