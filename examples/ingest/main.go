@@ -20,6 +20,21 @@
 //	go run ./examples/ingest
 //	go run ./examples/ingest -records 2000 -client-rate 25000   # faster than the store: rejections
 //
+// With -distributed, the rate-limited client runs as -processes worker
+// processes (this program, re-executed), each with a quarter of the
+// records, writing over HTTP to one store that this process serves on
+// loopback. No worker knows how fast the others send: they share the
+// client rate through a redislimit.Partitioned limiter, whose partitions
+// (16 by default) they lease in Redis and decide on locally, with no round
+// trip per record. With no -redis address it starts a local redis-server
+// when one is installed, else an embedded server, and says which. The
+// store's own sliding log, not the clients, shows the bound: 0 rejections,
+// 10,000 records sent, and at most 20,000 units in any second, in about
+// 5.3 s (100,000 units at the shared 19,000 a second):
+//
+//	go run ./examples/ingest -distributed
+//	go run ./examples/ingest -distributed -redis localhost:6379 -processes 8
+//
 // Flags set the sizes; -h lists them. It takes no arguments.
 package main
 
@@ -102,6 +117,14 @@ type result struct {
 }
 
 func main() {
+	if spec := os.Getenv(workerEnv); spec != "" {
+		// A worker of the distributed mode, started by this program.
+		if err := workerMain(spec, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "ingest worker:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	code := cli(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -115,6 +138,10 @@ its rate, twice: naively (send everything, retry the rejected records a
 second later), and rate-limited (each record waits for its units from a
 token bucket under the store's rate). Prints, per client, the records sent,
 the rejections, the passes and the time.
+
+With -distributed, the rate-limited client runs as -processes worker
+processes sharing the client rate through redislimit.Partitioned (Redis at
+-redis, or a local server started for the run), writing to one store.
 
 Flags:
 `
@@ -131,12 +158,29 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.ClientRate, "client-rate", cfg.ClientRate, "units per second the rate-limited client sends")
 	fs.IntVar(&cfg.Burst, "burst", cfg.Burst, "units the rate-limited client may send at once")
 	fs.DurationVar(&cfg.Retry, "retry", cfg.Retry, "wait before each pass over the rejected records")
+	dist := defaultDist
+	distributed := fs.Bool("distributed", false, "run the distributed mode: -processes worker processes share the client rate through redislimit.Partitioned")
+	fs.IntVar(&dist.Processes, "processes", dist.Processes, "worker processes in the distributed mode")
+	fs.StringVar(&dist.Redis, "redis", dist.Redis, "Redis address for the distributed mode (default: start a local redis-server, or an embedded server when none is installed)")
+	fs.IntVar(&dist.Partitions, "partitions", dist.Partitions, "partitions the client rate is split into in the distributed mode")
+	fs.DurationVar(&dist.LeaseTTL, "lease-ttl", dist.LeaseTTL, "lease TTL of the partitions in the distributed mode")
 	if code, ok := parseArgs(fs, args, usageText, stdout, stderr); !ok {
 		return code
 	}
 	if err := cfg.validate(); err != nil {
 		fmt.Fprintf(stderr, "ingest: %v\nRun 'ingest -h' for usage.\n", err)
 		return 2
+	}
+	if *distributed {
+		if err := dist.validate(cfg); err != nil {
+			fmt.Fprintf(stderr, "ingest: %v\nRun 'ingest -h' for usage.\n", err)
+			return 2
+		}
+		if _, err := runDistributed(ctx, stdout, cfg, dist); err != nil {
+			fmt.Fprintln(stderr, "ingest:", err)
+			return 1
+		}
+		return 0
 	}
 	if _, err := run(ctx, stdout, cfg); err != nil {
 		fmt.Fprintln(stderr, "ingest:", err)
@@ -284,12 +328,15 @@ var errThrottled = errors.New("store: throttled (429): retry later")
 // account, as a real service would, independent of any client's limiter: a
 // log of the writes it accepted in the last second.
 type store struct {
-	mu     sync.Mutex
-	origin time.Time
-	rate   int
-	log    []write // accepted writes of the last second, oldest first
-	inLog  int     // their units
-	ids    map[int]bool
+	mu       sync.Mutex
+	maxInLog int           // most units in the log at once: in any one second
+	first    time.Duration // since origin: the first accepted write
+	last     time.Duration // and the last
+	origin   time.Time
+	rate     int
+	log      []write // accepted writes of the last second, oldest first
+	inLog    int     // their units
+	ids      map[int]bool
 }
 
 type write struct {
@@ -316,8 +363,27 @@ func (s *store) write(rec record) error {
 	}
 	s.log = append(s.log, write{at: now, units: rec.Units})
 	s.inLog += rec.Units
+	s.maxInLog = max(s.maxInLog, s.inLog)
+	if len(s.ids) == 0 {
+		s.first = now
+	}
+	s.last = now
 	s.ids[rec.ID] = true
 	return nil
+}
+
+// span returns the time from the first accepted write to the last.
+func (s *store) span() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last - s.first
+}
+
+// busiest returns the most units the store accepted in any one second.
+func (s *store) busiest() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.maxInLog
 }
 
 func (s *store) stored() int {

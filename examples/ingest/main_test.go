@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -13,6 +15,14 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(workerEnv); spec != "" {
+		// A worker process of TestDistributed: this binary, re-executed.
+		if err := workerMain(spec, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "ingest worker:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	goleak.VerifyTestMain(m)
 }
 
@@ -172,6 +182,11 @@ func TestCLI(t *testing.T) {
 		{[]string{"-retry", "0s"}, 2, "", "-retry must be a positive duration"},
 		{[]string{"-retry", "soon"}, 2, "", `invalid value "soon" for flag -retry`},
 		{[]string{"-records", "100", "-store-rate", "200", "-client-rate", "200", "-burst", "10"}, 0, "rate-limited           100           0       1  4.95 s", ""},
+		{[]string{"-h"}, 0, "-distributed", ""},
+		{[]string{"-distributed", "-processes", "0"}, 2, "", "-processes must be from 1 to 64, got 0"},
+		{[]string{"-distributed", "-partitions", "0"}, 2, "", "-partitions must be from 1 to 1024, got 0"},
+		{[]string{"-distributed", "-lease-ttl", "1ms"}, 2, "", "-lease-ttl must be at least 30ms, got 1ms"},
+		{[]string{"-distributed", "-burst", "10", "-partitions", "16"}, 2, "", "-burst must be at least -partitions (16)"},
 	} {
 		synctest.Test(t, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
