@@ -390,10 +390,23 @@ func TestPartitionedUnavailable(t *testing.T) {
 	for _, tc := range []struct {
 		policy ErrorPolicy
 		check  func(l limiter.Lease) bool
+		after  func(t *testing.T, p *Partitioned)
 	}{
-		{FailClosed, func(l limiter.Lease) bool { return !l.Granted() && errors.Is(l.Err(), ErrUnavailable) }},
-		{FailOpen, func(l limiter.Lease) bool { return l.Granted() }},
-		{UseFallback, func(l limiter.Lease) bool { return l.Granted() }}, // the fallback's one permit
+		{FailClosed, func(l limiter.Lease) bool { return !l.Granted() && errors.Is(l.Err(), ErrUnavailable) },
+			func(t *testing.T, p *Partitioned) {
+				ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+				defer cancel()
+				if _, err := p.Acquire(ctx, 1); !errors.Is(err, ErrUnavailable) {
+					t.Fatalf("Acquire with Redis out of reach: %v, want ErrUnavailable at once", err)
+				}
+			}},
+		{FailOpen, func(l limiter.Lease) bool { return l.Granted() }, func(*testing.T, *Partitioned) {}},
+		{UseFallback, func(l limiter.Lease) bool { return l.Granted() }, // the fallback's one permit
+			func(t *testing.T, p *Partitioned) {
+				if l := p.TryAcquire(1); l.Granted() {
+					t.Fatal("the fallback's only permit was granted twice")
+				}
+			}},
 	} {
 		t.Run(tc.policy.String(), func(t *testing.T) {
 			c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
@@ -412,18 +425,7 @@ func TestPartitionedUnavailable(t *testing.T) {
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
-			if tc.policy == FailClosed {
-				ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-				defer cancel()
-				if _, err := p.Acquire(ctx, 1); !errors.Is(err, ErrUnavailable) {
-					t.Fatalf("Acquire with Redis out of reach: %v, want ErrUnavailable at once", err)
-				}
-			}
-			if tc.policy == UseFallback {
-				if l := p.TryAcquire(1); l.Granted() {
-					t.Fatal("the fallback's only permit was granted twice")
-				}
-			}
+			tc.after(t, p)
 		})
 	}
 }
