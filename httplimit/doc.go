@@ -22,8 +22,9 @@
 // up to Wait and is then served in its turn: the leaky-bucket middleware,
 // which turns bursts into a steady flow.
 // A request that cannot be served within Wait is refused: at once when the
-// limiter can tell (rategate's limiters can when no one waits ahead of it,
-// or when the one ahead will wait longer), else when Wait ends. One whose
+// limiter can tell (a token bucket or pacer always can, behind its whole
+// queue: limiter.Foreseer; the other limiters when no one waits ahead, or
+// when the one ahead will wait longer), else when Wait ends. One whose
 // client goes away leaves the queue having consumed nothing.
 //
 // A refusal is 429 with Retry-After, in whole seconds rounded up, and every

@@ -3,6 +3,7 @@ package httplimit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -177,6 +178,14 @@ func (m *Middleware) take(r *http.Request, t *target, d *Decision) (limiter.Leas
 			return l, nil
 		}
 		return l, l.Err()
+	}
+	if f, ok := t.lim.(limiter.Foreseer); ok && t.keyed == nil {
+		// The wait behind the whole queue, not only its head's: a request
+		// that cannot be served within Wait is refused now, not when Wait ends.
+		if est, ok := f.Foresee(d.Cost); ok && est > m.wait {
+			err := fmt.Errorf("httplimit: the wait of %v behind the queue is longer than Options.Wait (%v): %w", est, m.wait, context.DeadlineExceeded)
+			return limiter.Denied(err, est), err
+		}
 	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(r.Context(), m.wait)

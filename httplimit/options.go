@@ -38,10 +38,10 @@ type Options struct {
 	// in the limiter's queue for up to Wait (the leaky-bucket middleware:
 	// requests are served in turn at the limiter's pace). A request that
 	// cannot be served within Wait is refused: at once when the limiter can
-	// tell (its Acquire fails at once when the wait would outlast the
-	// deadline), else when Wait ends. One whose client goes away while
-	// queued leaves the
-	// queue, consumes nothing and gets no response (net/http notices that a
+	// tell (a token bucket or pacer foresees the wait behind its whole queue,
+	// limiter.Foreseer; other limiters when no one waits ahead, or the one
+	// ahead will wait longer), else when Wait ends. One whose client goes
+	// away while queued leaves the queue, consumes nothing and gets no response (net/http notices that a
 	// client has gone once the request's body has been read, at once for a
 	// request without one). 0 refuses at once what TryAcquire does not
 	// grant.

@@ -53,3 +53,32 @@ func TestQuota(t *testing.T) {
 		}
 	})
 }
+
+func TestForesee(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pacer, _ := NewLeakyBucket(LeakyBucketOptions{Rate: Per(10, time.Second)})
+		if d, ok := pacer.Foresee(1); !ok || d != 0 {
+			t.Fatalf("a new pacer foresees %v %v, want 0", d, ok)
+		}
+		pacer.TryAcquire(1)
+		for range 2 { // two waiters: at 100 and 200 ms
+			go pacer.Acquire(t.Context(), 1)
+		}
+		synctest.Wait()
+		if d, ok := pacer.Foresee(1); !ok || d != 300*time.Millisecond {
+			t.Fatalf("behind two waiters: %v %v, want 300ms", d, ok)
+		}
+		tb, _ := NewTokenBucket(TokenBucketOptions{Rate: Per(10, time.Second), Burst: 2})
+		tb.TryAcquire(2)
+		go tb.Acquire(t.Context(), 2) // served at 200 ms
+		synctest.Wait()
+		if d, ok := tb.Foresee(1); !ok || d != 300*time.Millisecond {
+			t.Fatalf("bucket behind a waiter of 2: %v %v, want 300ms", d, ok)
+		}
+		if _, ok := tb.Foresee(3); ok {
+			t.Fatal("foresaw a request above Burst")
+		}
+		pacer.Close()
+		tb.Close()
+	})
+}

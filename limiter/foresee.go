@@ -1,0 +1,58 @@
+package limiter
+
+import "time"
+
+// Foreseer is implemented by limiters that can tell how long a request for
+// n permits made now would wait behind the callers already queued, if they
+// all stay and nobody else takes permits: TokenBucket and LeakyBucket, whose
+// state moves on by exactly each queued grant's cost. Acquire itself foresees
+// only the wait of the head of the queue (a waiter ahead may still leave),
+// so a caller that would rather be refused at once than wait in vain, such
+// as an HTTP server queueing requests for a bounded time, asks Foresee first.
+type Foreseer interface {
+	// Foresee returns the wait, and false when it cannot be told (the
+	// request can never be granted, the limiter is closed, or its state
+	// cannot be read without a lock held elsewhere).
+	Foresee(n int) (time.Duration, bool)
+}
+
+// foreseer is a policy that can tell the wait behind the queue.
+type foreseer interface {
+	behind(now, queued, n int64) int64 // ns, or -1 when unknown
+}
+
+// Foresee returns the wait of a request for n permits behind the queue, for
+// the limiters whose policy can tell it; see Foreseer.
+func (b *bucket) Foresee(n int) (time.Duration, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || n < 0 || int64(n) > b.pol.maxRequest() {
+		return 0, false
+	}
+	d := b.g.behind(b.now(), b.queued, int64(n))
+	if d < 0 {
+		return 0, false
+	}
+	return time.Duration(d), true
+}
+
+// behind is the wait until n permits could be granted after the queued
+// permits ahead are granted in order, each as soon as it can be: the state
+// moves on by their cost, and nothing else changes it.
+func (g *gcra) behind(now, queued, n int64) int64 {
+	c := g.cfg.Load()
+	tat := g.tat.Load()
+	delta := now - c.base
+	if tat == tatLocked || delta > c.maxDelta || queued > scaledLimit/c.d {
+		return -1
+	}
+	nows := delta * c.n
+	over := max(tat, nows) + queued*c.d - nows // the pacer's next slot
+	if !c.pacer {
+		over += max(n, 1)*c.d - c.tol
+	}
+	if over <= 0 {
+		return 0
+	}
+	return ceilDiv(over, c.n)
+}
