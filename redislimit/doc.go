@@ -86,4 +86,19 @@
 // long inputs are hashed, so a key's length is bounded. Every Redis key of
 // one limit carries the same hash tag, so each script touches one slot and
 // works unchanged on Redis Cluster.
+//
+// # Deciding locally: Partitioned
+//
+// Every limiter above pays a round trip per decision. [Partitioned] splits a
+// global rate into Partitions shares that processes lease in Redis (one
+// script call renews, takes and gives back leases, at most a few times per
+// LeaseTTL); each grant is then decided in the process, on a local bucket
+// over the partitions it holds, with no round trip and no allocation. A
+// process stops using a partition before its lease can have expired in
+// Redis, a crashed holder's partitions come back empty after the TTL, and
+// busy processes gain partitions from idle ones, so the global bound,
+// Burst + Rate·t summed over all processes, holds while processes come, go,
+// stall and crash. The repository's docs/partitioned.md gives the argument
+// and the measured trade-offs (partitions against fairness against lease
+// traffic).
 package redislimit
