@@ -16,11 +16,6 @@ type Foreseer interface {
 	Foresee(n int) (time.Duration, bool)
 }
 
-// foreseer is a policy that can tell the wait behind the queue.
-type foreseer interface {
-	behind(now, queued, n int64) int64 // ns, or -1 when unknown
-}
-
 // Foresee returns the wait of a request for n permits behind the queue, for
 // the limiters whose policy can tell it; see Foreseer.
 func (b *bucket) Foresee(n int) (time.Duration, bool) {
