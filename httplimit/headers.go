@@ -2,12 +2,12 @@ package httplimit
 
 import (
 	"math"
-	"math/bits"
 	"net/http"
 	"strconv"
 	"time"
 	"unsafe"
 
+	"github.com/rategate/rategate/internal/exact"
 	"github.com/rategate/rategate/limiter"
 )
 
@@ -152,13 +152,12 @@ func policyWindow(limit int64, window time.Duration) (w, quota int64) {
 	if time.Duration(w)*time.Second == window || limit <= 0 {
 		return w, limit
 	}
-	hi, lo := bits.Mul64(uint64(limit), uint64(w)*uint64(time.Second))
-	if hi >= uint64(window) {
+	if w > math.MaxInt64/int64(time.Second) {
+		return w, limit // too long to scale: keep the stated limit
+	}
+	qq, ok := exact.MulDiv(limit, w*int64(time.Second), int64(window))
+	if !ok {
 		return w, limit // too large to scale: keep the stated limit
 	}
-	qq, _ := bits.Div64(hi, lo, uint64(window))
-	if qq > math.MaxInt64 {
-		return w, limit
-	}
-	return w, max(int64(qq), 1)
+	return w, max(qq, 1)
 }

@@ -3,10 +3,11 @@ package limiter
 import (
 	"fmt"
 	"math"
-	"math/bits"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rategate/rategate/internal/exact"
 )
 
 // Rate is a number of events per duration, kept as two integers so that
@@ -120,40 +121,11 @@ func ParseRate(s string) (Rate, error) {
 	return Rate{n: n, per: d}, nil
 }
 
-// mulDiv returns floor(a*b/c) and whether it fits in an int64.
-// a, b >= 0 and c > 0.
-func mulDiv(a, b, c int64) (int64, bool) {
-	hi, lo := bits.Mul64(uint64(a), uint64(b))
-	if hi >= uint64(c) {
-		return 0, false
-	}
-	q, _ := bits.Div64(hi, lo, uint64(c))
-	if q > math.MaxInt64 {
-		return 0, false
-	}
-	return int64(q), true
-}
-
-// mulDivCeil returns ceil(a*b/c) and whether it fits in an int64.
-func mulDivCeil(a, b, c int64) (int64, bool) {
-	hi, lo := bits.Mul64(uint64(a), uint64(b))
-	if hi >= uint64(c) {
-		return 0, false
-	}
-	q, r := bits.Div64(hi, lo, uint64(c))
-	if r != 0 {
-		q++
-	}
-	if q > math.MaxInt64 {
-		return 0, false
-	}
-	return int64(q), true
-}
-
-// ceilDiv returns ceil(a/b) for a >= 0, b > 0.
-func ceilDiv(a, b int64) int64 {
-	return a/b + boolInt(a%b != 0)
-}
+// mulDiv, mulDivCeil and ceilDiv are the exact integer arithmetic of
+// package internal/exact (functions, not variables, so that they inline).
+func mulDiv(a, b, c int64) (int64, bool)     { return exact.MulDiv(a, b, c) }
+func mulDivCeil(a, b, c int64) (int64, bool) { return exact.MulDivCeil(a, b, c) }
+func ceilDiv(a, b int64) int64               { return exact.CeilDiv(a, b) }
 
 func boolInt(b bool) int64 {
 	if b {

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"math"
-	"math/bits"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/rategate/rategate/internal/exact"
 	"github.com/rategate/rategate/internal/precise"
 	"github.com/rategate/rategate/limiter"
 )
@@ -69,12 +69,10 @@ func (m member) refill(k int) (time.Duration, bool) {
 // mulDiv returns a·b/c rounded down for a, b >= 0 and c > 0, or MaxInt64
 // when the quotient does not fit: exact, with no floating point.
 func mulDiv(a, b, c int64) int64 {
-	hi, lo := bits.Mul64(uint64(a), uint64(b))
-	if hi >= uint64(c) {
-		return math.MaxInt64
+	if q, ok := exact.MulDiv(a, b, c); ok {
+		return q
 	}
-	q, _ := bits.Div64(hi, lo, uint64(c))
-	return int64(min(q, math.MaxInt64))
+	return math.MaxInt64
 }
 
 // shaper is what a Reader and a Writer share: the limiter, how big a piece

@@ -3,9 +3,10 @@ package redislimit
 import (
 	"fmt"
 	"math"
-	"math/bits"
 	"slices"
 	"time"
+
+	"github.com/rategate/rategate/internal/exact"
 )
 
 // wake makes sure the lease keeper runs and syncs soon.
@@ -347,20 +348,7 @@ func (p *Partitioned) apply(req syncRequest, r syncReply, sendAt int64) time.Dur
 
 // partMulDivCeil returns ceil(a*b/c) and whether it fits in an int64, for
 // a, b >= 0 and c > 0.
-func partMulDivCeil(a, b, c int64) (int64, bool) {
-	hi, lo := bits.Mul64(uint64(a), uint64(b))
-	if hi >= uint64(c) {
-		return 0, false
-	}
-	q, r := bits.Div64(hi, lo, uint64(c))
-	if r != 0 {
-		q++
-	}
-	if q > math.MaxInt64 {
-		return 0, false
-	}
-	return int64(q), true
-}
+func partMulDivCeil(a, b, c int64) (int64, bool) { return exact.MulDivCeil(a, b, c) }
 
 // refillUS is how long partition i takes to fill from empty, in µs.
 func (p *Partitioned) refillUS(i int) int64 {
