@@ -26,6 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rategate/rategate/internal/cliflag"
 	"github.com/rategate/rategate/limiter"
 )
 
@@ -89,11 +90,11 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Slots, "slots", cfg.Slots, "tasks allowed in flight at once")
 	fs.IntVar(&cfg.Tasks, "tasks", cfg.Tasks, "tasks competing for the slots")
 	fs.DurationVar(&cfg.Work, "work", cfg.Work, "how long each task runs")
-	if code, ok := parseArgs(fs, args, usageText, stdout, stderr); !ok {
+	if code, ok := cliflag.Parse(fs, args, usageText, stdout, stderr); !ok {
 		return code
 	}
 	if err := cfg.validate(); err != nil {
-		return usageError(stderr, fs.Name(), err)
+		return cliflag.UsageError(stderr, fs.Name(), err)
 	}
 	if _, err := run(ctx, stdout, cfg); err != nil {
 		fmt.Fprintln(stderr, "demo:", err)
@@ -105,62 +106,15 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // validate says which settings are wrong, by their flags' names, and why.
 func (c config) validate() error {
 	return errors.Join(
-		positive("window", c.Window),
-		inRange("limit", c.Limit, 1, 1000),
-		inRange("callers", c.Callers, 1, 10_000),
-		inRange("burst", c.Burst, 1, 1000),
-		inRange("refill", c.Refill, 1, 1000),
-		inRange("slots", c.Slots, 1, 1000),
-		inRange("tasks", c.Tasks, 1, 10_000),
-		positive("work", c.Work),
+		cliflag.Positive("window", c.Window),
+		cliflag.InRange("limit", c.Limit, 1, 1000),
+		cliflag.InRange("callers", c.Callers, 1, 10_000),
+		cliflag.InRange("burst", c.Burst, 1, 1000),
+		cliflag.InRange("refill", c.Refill, 1, 1000),
+		cliflag.InRange("slots", c.Slots, 1, 1000),
+		cliflag.InRange("tasks", c.Tasks, 1, 10_000),
+		cliflag.Positive("work", c.Work),
 	)
-}
-
-// parseArgs parses args with fs, whose program takes no arguments besides
-// its flags. With ok false the program stops with exit status code: 0 after
-// -h (the usage goes to stdout), 2 after an unknown flag, a bad value or an
-// argument (the error goes to stderr).
-func parseArgs(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (code int, ok bool) {
-	fs.SetOutput(stderr) // flag prints its own errors there, naming the flag
-	fs.Usage = func() {} // printed below, where it belongs
-	err := fs.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(stdout, usage)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		return 0, false
-	case err != nil:
-		fmt.Fprintf(stderr, "Run '%s -h' for usage.\n", fs.Name())
-		return 2, false
-	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "%s: unexpected argument %q: it takes only flags\nRun '%s -h' for usage.\n", fs.Name(), fs.Arg(0), fs.Name())
-		return 2, false
-	}
-	return 0, true
-}
-
-// usageError prints err, and where to find the usage, and returns exit
-// status 2.
-func usageError(stderr io.Writer, name string, err error) int {
-	fmt.Fprintf(stderr, "%s: %v\nRun '%s -h' for usage.\n", name, err, name)
-	return 2
-}
-
-// inRange returns an error naming the flag unless lo <= v <= hi.
-func inRange(flagName string, v, lo, hi int) error {
-	if v < lo || v > hi {
-		return fmt.Errorf("-%s must be from %d to %d, got %d", flagName, lo, hi, v)
-	}
-	return nil
-}
-
-// positive returns an error naming the flag unless d > 0.
-func positive(flagName string, d time.Duration) error {
-	if d <= 0 {
-		return fmt.Errorf("-%s must be a positive duration such as 100ms, got %v", flagName, d)
-	}
-	return nil
 }
 
 func run(ctx context.Context, w io.Writer, cfg config) (result, error) {

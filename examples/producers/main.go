@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/rategate/rategate/channel"
+	"github.com/rategate/rategate/internal/cliflag"
 	"github.com/rategate/rategate/limiter"
 )
 
@@ -99,16 +100,16 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the producers run")
 	fs.DurationVar(&cfg.FastWork, "fast", cfg.FastWork, "the consumer's time per item in the first half")
 	fs.DurationVar(&cfg.SlowWork, "slow", cfg.SlowWork, "the consumer's time per item in the second half")
-	if code, ok := parseArgs(fs, args, usageText, stdout, stderr); !ok {
+	if code, ok := cliflag.Parse(fs, args, usageText, stdout, stderr); !ok {
 		return code
 	}
 	r, err := limiter.ParseRate(*rate)
 	if err != nil {
-		return usageError(stderr, fs.Name(), fmt.Errorf("bad -rate: %w", err))
+		return cliflag.UsageError(stderr, fs.Name(), fmt.Errorf("bad -rate: %w", err))
 	}
 	cfg.Rate, cfg.Period = int(min(r.Events(), maxRate+1)), r.Period()
 	if err := cfg.validate(); err != nil {
-		return usageError(stderr, fs.Name(), err)
+		return cliflag.UsageError(stderr, fs.Name(), err)
 	}
 	if _, err := run(ctx, stdout, cfg); err != nil {
 		fmt.Fprintln(stderr, "producers:", err)
@@ -136,56 +137,9 @@ func (c config) validate() error {
 		errs = append(errs, fmt.Errorf("-fast and -slow must not be negative, got %v and %v", c.FastWork, c.SlowWork))
 	}
 	return errors.Join(append(errs,
-		inRange("producers", c.Producers, 1, 1000),
-		inRange("buffer", c.Buffer, 1, 100_000),
-		positive("duration", c.Duration))...)
-}
-
-// parseArgs parses args with fs, whose program takes no arguments besides
-// its flags. With ok false the program stops with exit status code: 0 after
-// -h (the usage goes to stdout), 2 after an unknown flag, a bad value or an
-// argument (the error goes to stderr).
-func parseArgs(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (code int, ok bool) {
-	fs.SetOutput(stderr) // flag prints its own errors there, naming the flag
-	fs.Usage = func() {} // printed below, where it belongs
-	err := fs.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(stdout, usage)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		return 0, false
-	case err != nil:
-		fmt.Fprintf(stderr, "Run '%s -h' for usage.\n", fs.Name())
-		return 2, false
-	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "%s: unexpected argument %q: it takes only flags\nRun '%s -h' for usage.\n", fs.Name(), fs.Arg(0), fs.Name())
-		return 2, false
-	}
-	return 0, true
-}
-
-// usageError prints err, and where to find the usage, and returns exit
-// status 2.
-func usageError(stderr io.Writer, name string, err error) int {
-	fmt.Fprintf(stderr, "%s: %v\nRun '%s -h' for usage.\n", name, err, name)
-	return 2
-}
-
-// inRange returns an error naming the flag unless lo <= v <= hi.
-func inRange(flagName string, v, lo, hi int) error {
-	if v < lo || v > hi {
-		return fmt.Errorf("-%s must be from %d to %d, got %d", flagName, lo, hi, v)
-	}
-	return nil
-}
-
-// positive returns an error naming the flag unless d > 0.
-func positive(flagName string, d time.Duration) error {
-	if d <= 0 {
-		return fmt.Errorf("-%s must be a positive duration such as 100ms, got %v", flagName, d)
-	}
-	return nil
+		cliflag.InRange("producers", c.Producers, 1, 1000),
+		cliflag.InRange("buffer", c.Buffer, 1, 100_000),
+		cliflag.Positive("duration", c.Duration))...)
 }
 
 func run(ctx context.Context, w io.Writer, cfg config) (result, error) {

@@ -15,7 +15,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -25,6 +24,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/rategate/rategate/internal/cliflag"
 	"github.com/rategate/rategate/iter"
 	"github.com/rategate/rategate/limiter"
 )
@@ -69,16 +69,16 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("rangeloop", flag.ContinueOnError)
 	fs.IntVar(&cfg.Items, "items", cfg.Items, "items in the loop")
 	rate := fs.String("rate", "5/s", "the most items in any window: N/unit or N/duration, such as 5/s or 2/1500ms")
-	if code, ok := parseArgs(fs, args, usageText, stdout, stderr); !ok {
+	if code, ok := cliflag.Parse(fs, args, usageText, stdout, stderr); !ok {
 		return code
 	}
 	r, err := limiter.ParseRate(*rate)
 	if err != nil {
-		return usageError(stderr, fs.Name(), fmt.Errorf("bad -rate: %w", err))
+		return cliflag.UsageError(stderr, fs.Name(), fmt.Errorf("bad -rate: %w", err))
 	}
 	cfg.Limit, cfg.Window = int(min(r.Events(), 1001)), r.Period()
 	if err := cfg.validate(); err != nil {
-		return usageError(stderr, fs.Name(), err)
+		return cliflag.UsageError(stderr, fs.Name(), err)
 	}
 	if _, err := run(ctx, stdout, cfg); err != nil {
 		fmt.Fprintln(stderr, "rangeloop:", err)
@@ -89,50 +89,11 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // validate says which setting is wrong, by its flag's name, and why.
 func (c config) validate() error {
-	if err := inRange("items", c.Items, 1, 1000); err != nil {
+	if err := cliflag.InRange("items", c.Items, 1, 1000); err != nil {
 		return err
 	}
 	if c.Limit > 1000 {
 		return fmt.Errorf("-rate must let at most 1000 items through per window, got %d", c.Limit)
-	}
-	return nil
-}
-
-// parseArgs parses args with fs, whose program takes no arguments besides
-// its flags. With ok false the program stops with exit status code: 0 after
-// -h (the usage goes to stdout), 2 after an unknown flag, a bad value or an
-// argument (the error goes to stderr).
-func parseArgs(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (code int, ok bool) {
-	fs.SetOutput(stderr) // flag prints its own errors there, naming the flag
-	fs.Usage = func() {} // printed below, where it belongs
-	err := fs.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(stdout, usage)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		return 0, false
-	case err != nil:
-		fmt.Fprintf(stderr, "Run '%s -h' for usage.\n", fs.Name())
-		return 2, false
-	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "%s: unexpected argument %q: it takes only flags\nRun '%s -h' for usage.\n", fs.Name(), fs.Arg(0), fs.Name())
-		return 2, false
-	}
-	return 0, true
-}
-
-// usageError prints err, and where to find the usage, and returns exit
-// status 2.
-func usageError(stderr io.Writer, name string, err error) int {
-	fmt.Fprintf(stderr, "%s: %v\nRun '%s -h' for usage.\n", name, err, name)
-	return 2
-}
-
-// inRange returns an error naming the flag unless lo <= v <= hi.
-func inRange(flagName string, v, lo, hi int) error {
-	if v < lo || v > hi {
-		return fmt.Errorf("-%s must be from %d to %d, got %d", flagName, lo, hi, v)
 	}
 	return nil
 }

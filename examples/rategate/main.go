@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rategate/rategate/internal/cliflag"
 	"github.com/rategate/rategate/limiter"
 	"github.com/rategate/rategate/pool"
 )
@@ -68,16 +69,16 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.Action, "action", cfg.Action, "how long one action takes")
 	rate := fs.String("rate", "2/s", "the most starts in any window: N/unit or N/duration, such as 2/s or 3/1500ms")
 	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "the parallel run's workers")
-	if code, ok := parseArgs(fs, args, usageText, stdout, stderr); !ok {
+	if code, ok := cliflag.Parse(fs, args, usageText, stdout, stderr); !ok {
 		return code
 	}
 	r, err := limiter.ParseRate(*rate)
 	if err != nil {
-		return usageError(stderr, fs.Name(), fmt.Errorf("bad -rate: %w", err))
+		return cliflag.UsageError(stderr, fs.Name(), fmt.Errorf("bad -rate: %w", err))
 	}
 	cfg.Limit, cfg.Window = int(min(r.Events(), 1001)), r.Period()
 	if err := cfg.validate(); err != nil {
-		return usageError(stderr, fs.Name(), err)
+		return cliflag.UsageError(stderr, fs.Name(), err)
 	}
 	if _, err := run(ctx, stdout, cfg); err != nil {
 		fmt.Fprintln(stderr, "rategate:", err)
@@ -91,54 +92,7 @@ func (c config) validate() error {
 	if c.Limit > 1000 {
 		return fmt.Errorf("-rate must allow at most 1000 starts per window, got %d", c.Limit)
 	}
-	return errors.Join(inRange("iterations", c.Iterations, 1, 1000), positive("action", c.Action), inRange("workers", c.Workers, 1, 1000))
-}
-
-// parseArgs parses args with fs, whose program takes no arguments besides
-// its flags. With ok false the program stops with exit status code: 0 after
-// -h (the usage goes to stdout), 2 after an unknown flag, a bad value or an
-// argument (the error goes to stderr).
-func parseArgs(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (code int, ok bool) {
-	fs.SetOutput(stderr) // flag prints its own errors there, naming the flag
-	fs.Usage = func() {} // printed below, where it belongs
-	err := fs.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(stdout, usage)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		return 0, false
-	case err != nil:
-		fmt.Fprintf(stderr, "Run '%s -h' for usage.\n", fs.Name())
-		return 2, false
-	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "%s: unexpected argument %q: it takes only flags\nRun '%s -h' for usage.\n", fs.Name(), fs.Arg(0), fs.Name())
-		return 2, false
-	}
-	return 0, true
-}
-
-// usageError prints err, and where to find the usage, and returns exit
-// status 2.
-func usageError(stderr io.Writer, name string, err error) int {
-	fmt.Fprintf(stderr, "%s: %v\nRun '%s -h' for usage.\n", name, err, name)
-	return 2
-}
-
-// inRange returns an error naming the flag unless lo <= v <= hi.
-func inRange(flagName string, v, lo, hi int) error {
-	if v < lo || v > hi {
-		return fmt.Errorf("-%s must be from %d to %d, got %d", flagName, lo, hi, v)
-	}
-	return nil
-}
-
-// positive returns an error naming the flag unless d > 0.
-func positive(flagName string, d time.Duration) error {
-	if d <= 0 {
-		return fmt.Errorf("-%s must be a positive duration such as 100ms, got %v", flagName, d)
-	}
-	return nil
+	return errors.Join(cliflag.InRange("iterations", c.Iterations, 1, 1000), cliflag.Positive("action", c.Action), cliflag.InRange("workers", c.Workers, 1, 1000))
 }
 
 func run(ctx context.Context, w io.Writer, cfg config) (result, error) {
