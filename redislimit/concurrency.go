@@ -1,7 +1,6 @@
 package redislimit
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"strconv"
@@ -294,8 +293,7 @@ func (c *ccState) stop() {
 // processes are not announced, asks again after a jittered exponential
 // backoff from 1ms to 64ms.
 type Concurrency struct {
-	e *engine
-	h *handle
+	core
 }
 
 // NewConcurrency returns a semaphore shared through Redis, or an
@@ -306,7 +304,7 @@ func NewConcurrency(o Options, opts limiter.ConcurrencyOptions) (*Concurrency, e
 	if err != nil {
 		return nil, err
 	}
-	return &Concurrency{e: e, h: e.handle("", false)}, nil
+	return &Concurrency{core{e: e, h: e.handle("", false)}}, nil
 }
 
 func newCCEngine(o Options, opts limiter.ConcurrencyOptions) (*engine, error) {
@@ -328,23 +326,3 @@ func newCCEngine(o Options, opts limiter.ConcurrencyOptions) (*engine, error) {
 	e.cc = newCCState(ttl)
 	return e, nil
 }
-
-// TryAcquire takes n permits if they are free now. See limiter.Limiter.
-func (c *Concurrency) TryAcquire(n int) limiter.Lease { return c.h.tryAcquire(n) }
-
-// Acquire waits until n permits are granted; see Concurrency.
-func (c *Concurrency) Acquire(ctx context.Context, n int) (limiter.Lease, error) {
-	return c.h.acquire(ctx, n)
-}
-
-// Quota returns the semaphore's limit and the permits free at the last
-// decision (no round trip); see limiter.Quota.
-func (c *Concurrency) Quota() limiter.Quota { return c.h.quota() }
-
-// Stats returns this process's counters; Available is from the last decision.
-func (c *Concurrency) Stats() limiter.Stats { return c.e.stats(c.h) }
-
-// Close fails this process's waiters and later calls with ErrClosed and
-// stops renewing the leases it holds: unless released, they expire
-// LeaseTTL after their last renewal. Lease.Release still works after Close.
-func (c *Concurrency) Close() error { return c.e.close() }

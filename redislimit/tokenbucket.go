@@ -1,7 +1,6 @@
 package redislimit
 
 import (
-	"context"
 	"math/big"
 	"time"
 
@@ -128,8 +127,7 @@ func boolArg(b bool) string {
 // are granted at most Burst + Rate·t permits. A new (or idle) bucket is
 // full; its state expires in Redis once the bucket has refilled.
 type TokenBucket struct {
-	e *engine
-	h *handle
+	core
 }
 
 // NewTokenBucket returns a token bucket shared through Redis, or an
@@ -151,26 +149,5 @@ func NewTokenBucket(o Options, opts limiter.TokenBucketOptions) (*TokenBucket, e
 		return nil, err
 	}
 	e := newEngine(o, a, opts.Queue)
-	return &TokenBucket{e: e, h: e.handle("", false)}, nil
+	return &TokenBucket{core{e: e, h: e.handle("", false)}}, nil
 }
-
-// TryAcquire takes n permits if the shared bucket holds them now: one round
-// trip (coalesced with this process's concurrent calls). See limiter.Limiter.
-func (t *TokenBucket) TryAcquire(n int) limiter.Lease { return t.h.tryAcquire(n) }
-
-// Acquire waits until n permits are granted; see the package doc, Waiting.
-func (t *TokenBucket) Acquire(ctx context.Context, n int) (limiter.Lease, error) {
-	return t.h.acquire(ctx, n)
-}
-
-// Quota returns the bucket's policy and its state at the last decision
-// this limiter made (no round trip); see limiter.Quota.
-func (t *TokenBucket) Quota() limiter.Quota { return t.h.quota() }
-
-// Stats returns this process's counters; Available is from the last
-// decision.
-func (t *TokenBucket) Stats() limiter.Stats { return t.e.stats(t.h) }
-
-// Close fails this process's waiters and later calls with ErrClosed. The
-// shared state in Redis is untouched; the client is not closed.
-func (t *TokenBucket) Close() error { return t.e.close() }

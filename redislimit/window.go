@@ -1,7 +1,6 @@
 package redislimit
 
 import (
-	"context"
 	"time"
 
 	"github.com/rategate/rategate/limiter"
@@ -99,8 +98,7 @@ func (a *fwAlg) quota(count, left int64) limiter.Quota {
 // across all of them (up to 2·Limit across a window boundary; use
 // SlidingLog for at most Limit in every window).
 type FixedWindow struct {
-	e *engine
-	h *handle
+	core
 }
 
 // NewFixedWindow returns a fixed window shared through Redis, or an
@@ -112,7 +110,7 @@ func NewFixedWindow(o Options, opts limiter.FixedWindowOptions) (*FixedWindow, e
 		return nil, err
 	}
 	e := newEngine(o, a, opts.Queue)
-	return &FixedWindow{e: e, h: e.handle("", false)}, nil
+	return &FixedWindow{core{e: e, h: e.handle("", false)}}, nil
 }
 
 func newFWAlg(o Options, opts limiter.FixedWindowOptions) (*fwAlg, error) {
@@ -131,25 +129,6 @@ func newFWAlg(o Options, opts limiter.FixedWindowOptions) (*fwAlg, error) {
 	}
 	return &fwAlg{w: w, limit: int64(opts.Limit), guard: o.GuardRestarts}, nil
 }
-
-// TryAcquire takes n permits if the current window has them. See
-// limiter.Limiter.
-func (f *FixedWindow) TryAcquire(n int) limiter.Lease { return f.h.tryAcquire(n) }
-
-// Acquire waits until n permits are granted; see the package doc, Waiting.
-func (f *FixedWindow) Acquire(ctx context.Context, n int) (limiter.Lease, error) {
-	return f.h.acquire(ctx, n)
-}
-
-// Quota returns the window's policy and its state at the last decision
-// (no round trip); see limiter.Quota.
-func (f *FixedWindow) Quota() limiter.Quota { return f.h.quota() }
-
-// Stats returns this process's counters; Available is from the last decision.
-func (f *FixedWindow) Stats() limiter.Stats { return f.e.stats(f.h) }
-
-// Close fails this process's waiters and later calls with ErrClosed.
-func (f *FixedWindow) Close() error { return f.e.close() }
 
 // slScript is the strict log: a sorted set of grants (member "seq:permits",
 // score the grant's time in µs) and a hash with the permits in the log, the
@@ -265,8 +244,7 @@ func newSLAlg(o Options, opts limiter.SlidingLogOptions) (*slAlg, error) {
 // Window, at every instant of Redis's clock. Redis holds one log entry per
 // grant in the window (at most Limit entries).
 type SlidingLog struct {
-	e *engine
-	h *handle
+	core
 }
 
 // NewSlidingLog returns a strict log shared through Redis, or an
@@ -278,24 +256,5 @@ func NewSlidingLog(o Options, opts limiter.SlidingLogOptions) (*SlidingLog, erro
 		return nil, err
 	}
 	e := newEngine(o, a, opts.Queue)
-	return &SlidingLog{e: e, h: e.handle("", false)}, nil
+	return &SlidingLog{core{e: e, h: e.handle("", false)}}, nil
 }
-
-// TryAcquire takes n permits if the log has room for them now. See
-// limiter.Limiter.
-func (s *SlidingLog) TryAcquire(n int) limiter.Lease { return s.h.tryAcquire(n) }
-
-// Acquire waits until n permits are granted; see the package doc, Waiting.
-func (s *SlidingLog) Acquire(ctx context.Context, n int) (limiter.Lease, error) {
-	return s.h.acquire(ctx, n)
-}
-
-// Quota returns the log's policy and its state at the last decision (no
-// round trip); see limiter.Quota.
-func (s *SlidingLog) Quota() limiter.Quota { return s.h.quota() }
-
-// Stats returns this process's counters; Available is from the last decision.
-func (s *SlidingLog) Stats() limiter.Stats { return s.e.stats(s.h) }
-
-// Close fails this process's waiters and later calls with ErrClosed.
-func (s *SlidingLog) Close() error { return s.e.close() }
