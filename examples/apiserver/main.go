@@ -25,7 +25,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -37,6 +36,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rategate/rategate/internal/cliflag"
 
 	"github.com/rategate/rategate/httplimit"
 	"github.com/rategate/rategate/limiter"
@@ -80,15 +81,6 @@ func main() {
 func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg := defaultConfig
 	fs := flag.NewFlagSet("apiserver", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: apiserver [flags]\n\n"+
-			"Runs a rate-limited API on loopback (GET /items/{id}: -limit requests per\n"+
-			"client in any -window; POST /reports: queued, -report-rate a second) and\n"+
-			"two clients of it: a plain one, and an httplimit.Transport that keeps to\n"+
-			"the limits the server advertises. It takes no arguments.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
 	fs.IntVar(&cfg.Limit, "limit", cfg.Limit, "requests per client address in any window on /items")
 	fs.DurationVar(&cfg.Window, "window", cfg.Window, "the window of -limit")
 	fs.IntVar(&cfg.Requests, "requests", cfg.Requests, "requests each client sends to /items")
@@ -96,20 +88,16 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Reports, "reports", cfg.Reports, "reports posted at once to the queued /reports")
 	fs.IntVar(&cfg.ReportRate, "report-rate", cfg.ReportRate, "reports served per second")
 	fs.DurationVar(&cfg.Wait, "wait", cfg.Wait, "longest wait of a queued report")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "apiserver: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return 2
+	usage := "Usage: apiserver [flags]\n\n" +
+		"Runs a rate-limited API on loopback (GET /items/{id}: -limit requests per\n" +
+		"client in any -window; POST /reports: queued, -report-rate a second) and\n" +
+		"two clients of it: a plain one, and an httplimit.Transport that keeps to\n" +
+		"the limits the server advertises. It takes no arguments.\n\nFlags:\n"
+	if code, ok := cliflag.Parse(fs, args, usage, stdout, stderr); !ok {
+		return code
 	}
 	if err := cfg.check(); err != nil {
-		fmt.Fprintln(stderr, "apiserver:", err)
-		return 2
+		return cliflag.UsageError(stderr, "apiserver", err)
 	}
 	res, err := run(ctx, stdout, cfg)
 	if err == nil && (res.Refused > 0 || res.MaxInWindow > cfg.Limit || res.ReportsServed != cfg.Reports) {

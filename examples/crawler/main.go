@@ -44,6 +44,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rategate/rategate/internal/cliflag"
+
 	"github.com/rategate/rategate/limiter"
 	"github.com/rategate/rategate/pool"
 )
@@ -95,33 +97,20 @@ func main() {
 func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg := defaultConfig
 	fs := flag.NewFlagSet("crawler", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: crawler [flags]\n\n"+
-			"Crawls a local site of -hosts httptest servers with a pool of -workers,\n"+
-			"at most -per-host requests per host in any -window, and checks the\n"+
-			"servers' own records. It takes no arguments.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
 	fs.IntVar(&cfg.Hosts, "hosts", cfg.Hosts, "number of hosts (servers)")
 	fs.IntVar(&cfg.PagesPerHost, "pages", cfg.PagesPerHost, "pages on each host")
 	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "the pool's workers: requests in flight at once")
 	fs.IntVar(&cfg.PerHost, "per-host", cfg.PerHost, "most requests per host in any window")
 	fs.DurationVar(&cfg.Window, "window", cfg.Window, "the window measured at the servers")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "crawler: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return 2
+	usage := "Usage: crawler [flags]\n\n" +
+		"Crawls a local site of -hosts httptest servers with a pool of -workers,\n" +
+		"at most -per-host requests per host in any -window, and checks the\n" +
+		"servers' own records. It takes no arguments.\n\nFlags:\n"
+	if code, ok := cliflag.Parse(fs, args, usage, stdout, stderr); !ok {
+		return code
 	}
 	if err := cfg.check(); err != nil {
-		fmt.Fprintln(stderr, "crawler:", err)
-		return 2
+		return cliflag.UsageError(stderr, "crawler", err)
 	}
 	if _, err := run(ctx, stdout, cfg); err != nil {
 		fmt.Fprintln(stderr, "crawler:", err)
