@@ -52,6 +52,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/rategate/rategate/internal/cliflag"
 	"github.com/rategate/rategate/iter"
 	"github.com/rategate/rategate/limiter"
 )
@@ -164,7 +165,7 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&dist.Redis, "redis", dist.Redis, "Redis address for the distributed mode (default: start a local redis-server, or an embedded server when none is installed)")
 	fs.IntVar(&dist.Partitions, "partitions", dist.Partitions, "partitions the client rate is split into in the distributed mode")
 	fs.DurationVar(&dist.LeaseTTL, "lease-ttl", dist.LeaseTTL, "lease TTL of the partitions in the distributed mode")
-	if code, ok := parseArgs(fs, args, usageText, stdout, stderr); !ok {
+	if code, ok := cliflag.Parse(fs, args, usageText, stdout, stderr); !ok {
 		return code
 	}
 	if err := cfg.validate(); err != nil {
@@ -187,30 +188,6 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-// parseArgs parses args with fs, which takes no arguments besides its
-// flags. With ok false the program stops with exit status code: 0 after -h
-// (the usage goes to stdout), 2 after an unknown flag, a bad value or an
-// argument (the error goes to stderr).
-func parseArgs(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (code int, ok bool) {
-	fs.SetOutput(stderr) // flag prints its own errors there, naming the flag
-	fs.Usage = func() {} // printed below, where it belongs
-	err := fs.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(stdout, usage)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		return 0, false
-	case err != nil:
-		fmt.Fprintf(stderr, "Run '%s -h' for usage.\n", fs.Name())
-		return 2, false
-	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "%s: unexpected argument %q: it takes only flags\nRun '%s -h' for usage.\n", fs.Name(), fs.Arg(0), fs.Name())
-		return 2, false
-	}
-	return 0, true
 }
 
 func run(ctx context.Context, w io.Writer, cfg config) (result, error) {
