@@ -56,8 +56,12 @@ func TestFaultRestart(t *testing.T) {
 		t.Skip("spawns processes")
 	}
 	s := ownServer(t, true)
+	// The children run well past the restart: under load (CI runs packages
+	// in parallel) spawning them and restarting the server can each take
+	// hundreds of milliseconds, and with a 1.5 s run the restart once came
+	// too late for any grant after it.
 	cfg := childConfig{Addrs: []string{s.Addr}, Key: uniqueKey(t), Alg: "sl", Limit: 20, Window: 200 * time.Millisecond,
-		Dur: runFor(1500 * time.Millisecond), G: 4, Guard: true, Timeout: 200 * time.Millisecond}
+		Dur: runFor(3 * time.Second), G: 4, Guard: true, Timeout: 200 * time.Millisecond}
 	restartedAt := make(chan int64, 1)
 	go func() {
 		time.Sleep(700 * time.Millisecond)
