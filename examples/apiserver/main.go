@@ -31,13 +31,13 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/rategate/rategate/internal/cliflag"
+	"github.com/rategate/rategate/internal/window"
 
 	"github.com/rategate/rategate/httplimit"
 	"github.com/rategate/rategate/limiter"
@@ -193,25 +193,26 @@ func newServer(cfg config) (http.Handler, *server, error) {
 // maxInWindow returns the most grants of one client that certainly fell
 // within one window of length w: each grant's instant is only known to lie
 // in its span, so grants count together only when even their farthest
-// instants are less than w apart.
+// instants are less than w apart (their afters less than w minus the
+// widest span).
 func (s *server) maxInWindow(w time.Duration) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var eps time.Duration
+	var origin time.Time // any instant: the offsets only need one
 	for _, g := range s.grants {
 		for _, sp := range g {
 			eps = max(eps, sp.after.Sub(sp.before))
+			origin = sp.after
 		}
 	}
 	most := 0
 	for _, g := range s.grants {
-		slices.SortFunc(g, func(a, b span) int { return a.after.Compare(b.after) })
-		for i, j := 0, 0; j < len(g); j++ {
-			for g[j].after.Sub(g[i].after) >= w-eps {
-				i++
-			}
-			most = max(most, j-i+1)
+		afters := make([]time.Duration, len(g))
+		for i, sp := range g {
+			afters[i] = sp.after.Sub(origin)
 		}
+		most = max(most, window.Peak(afters, w-eps))
 	}
 	return most
 }

@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/rategate/rategate/internal/cliflag"
+	"github.com/rategate/rategate/internal/window"
 
 	"github.com/rategate/rategate/limiter"
 	"github.com/rategate/rategate/pool"
@@ -240,7 +241,7 @@ func run(ctx context.Context, w io.Writer, cfg config) (result, error) {
 	for h, srv := range s.servers {
 		u, _ := url.Parse(srv.URL)
 		hr := hostResult{Host: u.Host, Pages: len(s.served[h]), Requests: len(s.arrivals[h]), Arrivals: slices.Clone(s.arrivals[h])}
-		hr.MaxInWindow = maxInWindow(hr.Arrivals, cfg.Window)
+		hr.MaxInWindow = window.Peak(hr.Arrivals, cfg.Window)
 		res.Hosts = append(res.Hosts, hr)
 		fmt.Fprintf(w, "%-16s %6d %9d   %d (limit %d)\n", hr.Host, hr.Pages, hr.Requests, hr.MaxInWindow, cfg.PerHost)
 		if hr.MaxInWindow > cfg.PerHost {
@@ -358,17 +359,4 @@ func fetchLinks(ctx context.Context, client *http.Client, u string) ([]string, e
 		links = append(links, string(m[1]))
 	}
 	return links, nil
-}
-
-// maxInWindow returns the most instants in any window [t, t+win).
-func maxInWindow(ts []time.Duration, win time.Duration) int {
-	ts = slices.Sorted(slices.Values(ts))
-	most, j := 0, 0
-	for i := range ts {
-		for j < len(ts) && ts[j] < ts[i]+win {
-			j++
-		}
-		most = max(most, j-i)
-	}
-	return most
 }

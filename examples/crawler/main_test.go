@@ -113,23 +113,6 @@ func TestCrawlCancelled(t *testing.T) {
 	}
 }
 
-func TestMaxInWindow(t *testing.T) {
-	s := time.Second
-	for _, tc := range []struct {
-		ts   []time.Duration
-		want int
-	}{
-		{nil, 0},
-		{[]time.Duration{0, s - 1, s, 2 * s}, 2},
-		{[]time.Duration{2 * s, 0, 0, s - 1}, 3},
-		{[]time.Duration{0, s, 2 * s}, 1},
-	} {
-		if got := maxInWindow(tc.ts, s); got != tc.want {
-			t.Errorf("maxInWindow(%v) = %d, want %d", tc.ts, got, tc.want)
-		}
-	}
-}
-
 // TestCLI: -h prints the usage and exits 0; an unknown flag, an extra
 // argument or a bad value prints why and exits 2 without crawling; good
 // flags crawl and exit 0.

@@ -21,12 +21,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/rategate/rategate/internal/cliflag"
+	"github.com/rategate/rategate/internal/window"
 	"github.com/rategate/rategate/limiter"
 )
 
@@ -175,26 +175,13 @@ func slidingLog(ctx context.Context, w io.Writer, cfg config) ([]time.Duration, 
 		return nil, 0, err
 	}
 
-	most := maxInWindow(offsets, cfg.Window)
+	most := window.Peak(offsets, cfg.Window)
 	fmt.Fprintf(w, "   Most grants in any %v window: %d (bound %d).", cfg.Window, most, cfg.Limit)
 	fmt.Fprintf(w, " All %d took %d ms: the bound is reached, never passed.\n", len(offsets), time.Since(start).Milliseconds())
 	if most > cfg.Limit {
 		return offsets, most, fmt.Errorf("sliding log granted %d in one %v window, over its bound of %d", most, cfg.Window, cfg.Limit)
 	}
 	return offsets, most, nil
-}
-
-// maxInWindow returns the most offsets that fall in any window [t, t+win).
-func maxInWindow(offsets []time.Duration, win time.Duration) int {
-	ts := slices.Sorted(slices.Values(offsets))
-	most, j := 0, 0
-	for i := range ts {
-		for j < len(ts) && ts[j] < ts[i]+win {
-			j++
-		}
-		most = max(most, j-i)
-	}
-	return most
 }
 
 // tokenBucket drains a TokenBucket with TryAcquire, shows a refusal's

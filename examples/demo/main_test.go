@@ -95,26 +95,6 @@ func checkBounds(t *testing.T, cfg config, res result, out string) {
 	}
 }
 
-func TestMaxInWindow(t *testing.T) {
-	ms := time.Millisecond
-	for _, tc := range []struct {
-		offsets []time.Duration
-		win     time.Duration
-		want    int
-	}{
-		{nil, time.Second, 0},
-		{[]time.Duration{0}, time.Second, 1},
-		{[]time.Duration{0, 0, 999 * ms, 1000 * ms}, time.Second, 3},
-		{[]time.Duration{1000 * ms, 0, 999 * ms, 1999 * ms}, time.Second, 2},
-		{[]time.Duration{0, 1000 * ms, 2000 * ms}, time.Second, 1},
-		{[]time.Duration{5 * ms, 5 * ms, 5 * ms}, ms, 3},
-	} {
-		if got := maxInWindow(tc.offsets, tc.win); got != tc.want {
-			t.Errorf("maxInWindow(%v, %v) = %d, want %d", tc.offsets, tc.win, got, tc.want)
-		}
-	}
-}
-
 // TestCLI runs the command line as a user would type it: -h answers with the
 // usage and status 0; unknown flags, bad values and arguments fail with
 // status 2 and a message that names what was wrong; a good command line

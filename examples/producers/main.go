@@ -26,12 +26,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/rategate/rategate/channel"
 	"github.com/rategate/rategate/internal/cliflag"
+	"github.com/rategate/rategate/internal/window"
 	"github.com/rategate/rategate/limiter"
 )
 
@@ -245,7 +245,7 @@ func run(ctx context.Context, w io.Writer, cfg config) (result, error) {
 		return res, err
 	}
 
-	res.MaxInPeriod = maxInWindow(res.Sent, cfg.Period)
+	res.MaxInPeriod = window.Peak(res.Sent, cfg.Period)
 	fmt.Fprintf(w, "Sent %d, received %d in %v. Per producer: %v.\n", len(res.Sent), len(res.Received), since().Round(time.Millisecond), res.PerProducer)
 	fmt.Fprintf(w, "Most sends in any %v: %d (limit %d). Peak buffer: %d (limit %d). Permits still held: %d.\n",
 		cfg.Period, res.MaxInPeriod, cfg.Rate, res.PeakBuffer, cfg.Buffer, buffer.InUse())
@@ -258,17 +258,4 @@ func run(ctx context.Context, w io.Writer, cfg config) (result, error) {
 		return res, fmt.Errorf("%d permits still held after the Chan was drained", buffer.InUse())
 	}
 	return res, nil
-}
-
-// maxInWindow returns the most offsets that fall in any window [t, t+win).
-func maxInWindow(offsets []time.Duration, win time.Duration) int {
-	ts := slices.Sorted(slices.Values(offsets))
-	most, j := 0, 0
-	for i := range ts {
-		for j < len(ts) && ts[j] < ts[i]+win {
-			j++
-		}
-		most = max(most, j-i)
-	}
-	return most
 }

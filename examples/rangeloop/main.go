@@ -21,10 +21,10 @@ import (
 	stditer "iter"
 	"os"
 	"os/signal"
-	"slices"
 	"time"
 
 	"github.com/rategate/rategate/internal/cliflag"
+	"github.com/rategate/rategate/internal/window"
 	"github.com/rategate/rategate/iter"
 	"github.com/rategate/rategate/limiter"
 )
@@ -136,24 +136,11 @@ func run(ctx context.Context, w io.Writer, cfg config) (result, error) {
 		return res, fmt.Errorf("stopped after %d items: %w", len(res.Items), err)
 	}
 
-	res.MaxInWindow = maxInWindow(res.Offsets, cfg.Window)
+	res.MaxInWindow = window.Peak(res.Offsets, cfg.Window)
 	fmt.Fprintf(w, "%d items in %.3f s; most in any %v window: %d (limit %d).\n",
 		len(res.Items), time.Since(start).Seconds(), cfg.Window, res.MaxInWindow, cfg.Limit)
 	if res.MaxInWindow > cfg.Limit {
 		return res, fmt.Errorf("%d items in one %v window, over the limit of %d", res.MaxInWindow, cfg.Window, cfg.Limit)
 	}
 	return res, nil
-}
-
-// maxInWindow returns the most offsets that fall in any window [t, t+win).
-func maxInWindow(offsets []time.Duration, win time.Duration) int {
-	ts := slices.Sorted(slices.Values(offsets))
-	most, j := 0, 0
-	for i := range ts {
-		for j < len(ts) && ts[j] < ts[i]+win {
-			j++
-		}
-		most = max(most, j-i)
-	}
-	return most
 }

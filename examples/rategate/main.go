@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/rategate/rategate/internal/cliflag"
+	"github.com/rategate/rategate/internal/window"
 	"github.com/rategate/rategate/limiter"
 	"github.com/rategate/rategate/pool"
 )
@@ -178,7 +179,7 @@ func printTable(w io.Writer, title string, cfg config, rows []row) error {
 		fmt.Fprintf(w, "%9d  %6.3fs  %6.3fs\n", i+1, r.Start.Seconds(), r.Finish.Seconds())
 		starts[i] = r.Start
 	}
-	most := maxInWindow(starts, cfg.Window)
+	most := window.Peak(starts, cfg.Window)
 	total := time.Duration(0)
 	for _, r := range rows {
 		total = max(total, r.Finish)
@@ -188,19 +189,4 @@ func printTable(w io.Writer, title string, cfg config, rows []row) error {
 		return fmt.Errorf("%d starts in one %v window, over the bound of %d", most, cfg.Window, cfg.Limit)
 	}
 	return nil
-}
-
-// maxInWindow returns the most instants that fall in any window [t, t+win).
-func maxInWindow(ts []time.Duration, win time.Duration) int {
-	most := 0
-	for _, a := range ts {
-		n := 0
-		for _, b := range ts {
-			if b >= a && b < a+win {
-				n++
-			}
-		}
-		most = max(most, n)
-	}
-	return most
 }

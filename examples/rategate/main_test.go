@@ -49,16 +49,6 @@ func TestRateGate(t *testing.T) {
 	})
 }
 
-func TestMaxInWindow(t *testing.T) {
-	s := time.Second
-	if got := maxInWindow([]time.Duration{0, s - 1, s, 2 * s}, s); got != 2 {
-		t.Errorf("got %d, want 2", got)
-	}
-	if got := maxInWindow([]time.Duration{0, 0, 0}, s); got != 3 {
-		t.Errorf("got %d, want 3", got)
-	}
-}
-
 // TestCLI runs the command line as a user would type it: -h answers with the
 // usage and status 0; unknown flags, bad values and arguments fail with
 // status 2 and a message that names what was wrong; a good command line

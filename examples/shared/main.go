@@ -45,6 +45,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rategate/rategate/internal/redistest"
+	"github.com/rategate/rategate/internal/window"
 	"github.com/rategate/rategate/limiter"
 	"github.com/rategate/rategate/redislimit"
 )
@@ -243,14 +244,12 @@ func startWorkers(ctx context.Context, w io.Writer, self, addr string, cfg confi
 func report(w io.Writer, cfg config, grants []grant) result {
 	margin := min(cfg.Window/5, 50*time.Millisecond)
 	res := result{PerProc: make([]int, cfg.Procs), Total: len(grants), Measured: cfg.Window - margin}
-	j := 0
+	ats := make([]time.Duration, len(grants))
 	for i, g := range grants {
 		res.PerProc[g.proc]++
-		for g.at-grants[j].at >= int64(res.Measured) {
-			j++
-		}
-		res.MaxInWindow = max(res.MaxInWindow, i-j+1)
+		ats[i] = time.Duration(g.at)
 	}
+	res.MaxInWindow = window.Peak(ats, res.Measured)
 	fmt.Fprintln(w)
 	for i, n := range res.PerProc {
 		fmt.Fprintf(w, "process %d: %d grants\n", i+1, n)
