@@ -93,38 +93,23 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"client in any -window; POST /reports: queued, -report-rate a second) and\n" +
 		"two clients of it: a plain one, and an httplimit.Transport that keeps to\n" +
 		"the limits the server advertises. It takes no arguments.\n\nFlags:\n"
-	if code, ok := cliflag.Parse(fs, args, usage, stdout, stderr); !ok {
-		return code
-	}
-	if err := cfg.check(); err != nil {
-		return cliflag.UsageError(stderr, "apiserver", err)
-	}
-	res, err := run(ctx, stdout, cfg)
-	if err == nil && (res.Refused > 0 || res.MaxInWindow > cfg.Limit || res.ReportsServed != cfg.Reports) {
-		err = fmt.Errorf("the Transport client was refused %d times, a client had %d requests in a window (limit %d), %d of %d reports served",
-			res.Refused, res.MaxInWindow, cfg.Limit, res.ReportsServed, cfg.Reports)
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "apiserver:", err)
-		return 1
-	}
-	return 0
+	return cliflag.Main(fs, args, usage, stdout, stderr, func() error { return cfg.check() }, func() error {
+		res, err := run(ctx, stdout, cfg)
+		if err == nil && (res.Refused > 0 || res.MaxInWindow > cfg.Limit || res.ReportsServed != cfg.Reports) {
+			err = fmt.Errorf("the Transport client was refused %d times, a client had %d requests in a window (limit %d), %d of %d reports served",
+				res.Refused, res.MaxInWindow, cfg.Limit, res.ReportsServed, cfg.Reports)
+		}
+		return err
+	})
 }
 
 // check says which setting is out of range, if one is.
 func (c config) check() error {
-	for _, f := range []struct {
-		name string
-		ok   bool
-	}{
-		{"-limit", c.Limit > 0}, {"-window", c.Window > 0}, {"-requests", c.Requests > 0},
-		{"-clients", c.Clients > 0}, {"-reports", c.Reports >= 0}, {"-report-rate", c.ReportRate > 0}, {"-wait", c.Wait >= 0},
-	} {
-		if !f.ok {
-			return fmt.Errorf("%s must be positive", f.name)
-		}
-	}
-	return nil
+	return cliflag.RequirePositive(
+		cliflag.Cond{Flag: "limit", OK: c.Limit > 0}, cliflag.Cond{Flag: "window", OK: c.Window > 0},
+		cliflag.Cond{Flag: "requests", OK: c.Requests > 0}, cliflag.Cond{Flag: "clients", OK: c.Clients > 0},
+		cliflag.Cond{Flag: "reports", OK: c.Reports >= 0}, cliflag.Cond{Flag: "report-rate", OK: c.ReportRate > 0},
+		cliflag.Cond{Flag: "wait", OK: c.Wait >= 0})
 }
 
 // server is the API and its record of the /items grants: for each client

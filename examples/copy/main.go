@@ -30,6 +30,7 @@ import (
 	"os/signal"
 	"time"
 
+	"github.com/rategate/rategate/internal/cliflag"
 	"github.com/rategate/rategate/limiter"
 	"github.com/rategate/rategate/pipe"
 	"github.com/rategate/rategate/pipe/progress"
@@ -124,23 +125,16 @@ func cli(ctx context.Context, args []string, e env) int {
 	fs.StringVar(&o.out, "o", "", `the output file ("-": stdout; empty: discard)`)
 	fs.DurationVar(&o.every, "every", 250*time.Millisecond, "time between progress lines")
 	fs.BoolVar(&o.demo, "demo", false, "copy 3 MiB of generated data, and discard it (no input, no -o)")
-	fs.SetOutput(e.Stderr) // flag prints its own errors there, naming the flag
-	fs.Usage = func() {}   // printed below, where it belongs
-	switch err := fs.Parse(args); {
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(e.Stdout, usageText)
-		fs.SetOutput(e.Stdout)
-		fs.PrintDefaults()
-		return 0
-	case err != nil:
-		return usageError(e, nil)
-	case fs.NArg() > 1:
-		return usageError(e, fmt.Errorf("%d arguments %q: copy takes one input; name the output with -o", fs.NArg(), fs.Args()))
+	if code, ok := cliflag.ParseArgs(fs, args, usageText, e.Stdout, e.Stderr); !ok {
+		return code
+	}
+	if fs.NArg() > 1 {
+		return cliflag.UsageError(e.Stderr, fs.Name(), fmt.Errorf("%d arguments %q: copy takes one input; name the output with -o", fs.NArg(), fs.Args()))
 	}
 	o.input = fs.Arg(0)
 	cfg, err := o.config(e)
 	if err != nil {
-		return usageError(e, err)
+		return cliflag.UsageError(e.Stderr, fs.Name(), err)
 	}
 	closeFiles, err := openFiles(&cfg, o, e)
 	if err != nil {
@@ -156,14 +150,6 @@ func cli(ctx context.Context, args []string, e env) int {
 		return 1
 	}
 	return 0
-}
-
-func usageError(e env, err error) int {
-	if err != nil {
-		fmt.Fprintln(e.Stderr, "copy:", err)
-	}
-	fmt.Fprintln(e.Stderr, "Run 'copy -h' for usage.")
-	return 2
 }
 
 // config checks the command line and returns the copy's settings, without

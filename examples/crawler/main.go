@@ -107,33 +107,17 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"Crawls a local site of -hosts httptest servers with a pool of -workers,\n" +
 		"at most -per-host requests per host in any -window, and checks the\n" +
 		"servers' own records. It takes no arguments.\n\nFlags:\n"
-	if code, ok := cliflag.Parse(fs, args, usage, stdout, stderr); !ok {
-		return code
-	}
-	if err := cfg.check(); err != nil {
-		return cliflag.UsageError(stderr, "crawler", err)
-	}
-	if _, err := run(ctx, stdout, cfg); err != nil {
-		fmt.Fprintln(stderr, "crawler:", err)
-		return 1
-	}
-	return 0
+	return cliflag.Main(fs, args, usage, stdout, stderr,
+		func() error { return cfg.check() },
+		func() error { _, err := run(ctx, stdout, cfg); return err })
 }
 
 // check says which setting is out of range, if one is.
 func (c config) check() error {
-	for _, f := range []struct {
-		name string
-		ok   bool
-	}{
-		{"-hosts", c.Hosts >= 1}, {"-pages", c.PagesPerHost >= 1}, {"-workers", c.Workers >= 1},
-		{"-per-host", c.PerHost >= 1}, {"-window", c.Window > 0},
-	} {
-		if !f.ok {
-			return fmt.Errorf("%s must be positive", f.name)
-		}
-	}
-	return nil
+	return cliflag.RequirePositive(
+		cliflag.Cond{Flag: "hosts", OK: c.Hosts >= 1}, cliflag.Cond{Flag: "pages", OK: c.PagesPerHost >= 1},
+		cliflag.Cond{Flag: "workers", OK: c.Workers >= 1}, cliflag.Cond{Flag: "per-host", OK: c.PerHost >= 1},
+		cliflag.Cond{Flag: "window", OK: c.Window > 0})
 }
 
 // site is the servers and what they recorded.

@@ -90,17 +90,9 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Slots, "slots", cfg.Slots, "tasks allowed in flight at once")
 	fs.IntVar(&cfg.Tasks, "tasks", cfg.Tasks, "tasks competing for the slots")
 	fs.DurationVar(&cfg.Work, "work", cfg.Work, "how long each task runs")
-	if code, ok := cliflag.Parse(fs, args, usageText, stdout, stderr); !ok {
-		return code
-	}
-	if err := cfg.validate(); err != nil {
-		return cliflag.UsageError(stderr, fs.Name(), err)
-	}
-	if _, err := run(ctx, stdout, cfg); err != nil {
-		fmt.Fprintln(stderr, "demo:", err)
-		return 1
-	}
-	return 0
+	return cliflag.Main(fs, args, usageText, stdout, stderr,
+		func() error { return cfg.validate() },
+		func() error { _, err := run(ctx, stdout, cfg); return err })
 }
 
 // validate says which settings are wrong, by their flags' names, and why.

@@ -165,29 +165,20 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&dist.Redis, "redis", dist.Redis, "Redis address for the distributed mode (default: start a local redis-server, or an embedded server when none is installed)")
 	fs.IntVar(&dist.Partitions, "partitions", dist.Partitions, "partitions the client rate is split into in the distributed mode")
 	fs.DurationVar(&dist.LeaseTTL, "lease-ttl", dist.LeaseTTL, "lease TTL of the partitions in the distributed mode")
-	if code, ok := cliflag.Parse(fs, args, usageText, stdout, stderr); !ok {
-		return code
-	}
-	if err := cfg.validate(); err != nil {
-		fmt.Fprintf(stderr, "ingest: %v\nRun 'ingest -h' for usage.\n", err)
-		return 2
-	}
-	if *distributed {
-		if err := dist.validate(cfg); err != nil {
-			fmt.Fprintf(stderr, "ingest: %v\nRun 'ingest -h' for usage.\n", err)
-			return 2
+	check := func() error {
+		if err := cfg.validate(); err != nil || !*distributed {
+			return err
 		}
-		if _, err := runDistributed(ctx, stdout, cfg, dist); err != nil {
-			fmt.Fprintln(stderr, "ingest:", err)
-			return 1
+		return dist.validate(cfg)
+	}
+	return cliflag.Main(fs, args, usageText, stdout, stderr, check, func() (err error) {
+		if *distributed {
+			_, err = runDistributed(ctx, stdout, cfg, dist)
+		} else {
+			_, err = run(ctx, stdout, cfg)
 		}
-		return 0
-	}
-	if _, err := run(ctx, stdout, cfg); err != nil {
-		fmt.Fprintln(stderr, "ingest:", err)
-		return 1
-	}
-	return 0
+		return err
+	})
 }
 
 func run(ctx context.Context, w io.Writer, cfg config) (result, error) {

@@ -100,22 +100,13 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the producers run")
 	fs.DurationVar(&cfg.FastWork, "fast", cfg.FastWork, "the consumer's time per item in the first half")
 	fs.DurationVar(&cfg.SlowWork, "slow", cfg.SlowWork, "the consumer's time per item in the second half")
-	if code, ok := cliflag.Parse(fs, args, usageText, stdout, stderr); !ok {
-		return code
+	check := func() (err error) {
+		if cfg.Rate, cfg.Period, err = cliflag.Rate("rate", *rate, maxRate); err != nil {
+			return err
+		}
+		return cfg.validate()
 	}
-	r, err := limiter.ParseRate(*rate)
-	if err != nil {
-		return cliflag.UsageError(stderr, fs.Name(), fmt.Errorf("bad -rate: %w", err))
-	}
-	cfg.Rate, cfg.Period = int(min(r.Events(), maxRate+1)), r.Period()
-	if err := cfg.validate(); err != nil {
-		return cliflag.UsageError(stderr, fs.Name(), err)
-	}
-	if _, err := run(ctx, stdout, cfg); err != nil {
-		fmt.Fprintln(stderr, "producers:", err)
-		return 1
-	}
-	return 0
+	return cliflag.Main(fs, args, usageText, stdout, stderr, check, func() error { _, err := run(ctx, stdout, cfg); return err })
 }
 
 // maxRate bounds the items per period, and maxPeriods the report lines.

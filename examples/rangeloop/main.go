@@ -69,22 +69,13 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("rangeloop", flag.ContinueOnError)
 	fs.IntVar(&cfg.Items, "items", cfg.Items, "items in the loop")
 	rate := fs.String("rate", "5/s", "the most items in any window: N/unit or N/duration, such as 5/s or 2/1500ms")
-	if code, ok := cliflag.Parse(fs, args, usageText, stdout, stderr); !ok {
-		return code
+	check := func() (err error) {
+		if cfg.Limit, cfg.Window, err = cliflag.Rate("rate", *rate, 1000); err != nil {
+			return err
+		}
+		return cfg.validate()
 	}
-	r, err := limiter.ParseRate(*rate)
-	if err != nil {
-		return cliflag.UsageError(stderr, fs.Name(), fmt.Errorf("bad -rate: %w", err))
-	}
-	cfg.Limit, cfg.Window = int(min(r.Events(), 1001)), r.Period()
-	if err := cfg.validate(); err != nil {
-		return cliflag.UsageError(stderr, fs.Name(), err)
-	}
-	if _, err := run(ctx, stdout, cfg); err != nil {
-		fmt.Fprintln(stderr, "rangeloop:", err)
-		return 1
-	}
-	return 0
+	return cliflag.Main(fs, args, usageText, stdout, stderr, check, func() error { _, err := run(ctx, stdout, cfg); return err })
 }
 
 // validate says which setting is wrong, by its flag's name, and why.

@@ -70,22 +70,13 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.Action, "action", cfg.Action, "how long one action takes")
 	rate := fs.String("rate", "2/s", "the most starts in any window: N/unit or N/duration, such as 2/s or 3/1500ms")
 	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "the parallel run's workers")
-	if code, ok := cliflag.Parse(fs, args, usageText, stdout, stderr); !ok {
-		return code
+	check := func() (err error) {
+		if cfg.Limit, cfg.Window, err = cliflag.Rate("rate", *rate, 1000); err != nil {
+			return err
+		}
+		return cfg.validate()
 	}
-	r, err := limiter.ParseRate(*rate)
-	if err != nil {
-		return cliflag.UsageError(stderr, fs.Name(), fmt.Errorf("bad -rate: %w", err))
-	}
-	cfg.Limit, cfg.Window = int(min(r.Events(), 1001)), r.Period()
-	if err := cfg.validate(); err != nil {
-		return cliflag.UsageError(stderr, fs.Name(), err)
-	}
-	if _, err := run(ctx, stdout, cfg); err != nil {
-		fmt.Fprintln(stderr, "rategate:", err)
-		return 1
-	}
-	return 0
+	return cliflag.Main(fs, args, usageText, stdout, stderr, check, func() error { _, err := run(ctx, stdout, cfg); return err })
 }
 
 // validate says which setting is wrong, by its flag's name, and why.

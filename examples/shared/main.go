@@ -44,6 +44,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rategate/rategate/internal/cliflag"
 	"github.com/rategate/rategate/internal/redistest"
 	"github.com/rategate/rategate/internal/window"
 	"github.com/rategate/rategate/limiter"
@@ -93,45 +94,18 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Limit, "limit", cfg.Limit, "grants in any window, all processes together")
 	fs.DurationVar(&cfg.Window, "window", cfg.Window, "the window")
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the processes ask")
-	fs.SetOutput(stderr)
-	fs.Usage = func() {}
-	err := fs.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(stdout, usageText)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		return 0
-	case err != nil:
-		fmt.Fprintln(stderr, "Run 'shared -h' for usage.")
-		return 2
-	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "shared: unexpected argument %q: it takes only flags\nRun 'shared -h' for usage.\n", fs.Arg(0))
-		return 2
-	}
-	if err := cfg.validate(); err != nil {
-		fmt.Fprintf(stderr, "shared: %v\nRun 'shared -h' for usage.\n", err)
-		return 2
-	}
-	res, err := run(ctx, stdout, cfg)
-	if err != nil {
-		fmt.Fprintln(stderr, "shared:", err)
-		return 1
-	}
-	if !res.kept(cfg.Limit) {
-		return 1
-	}
-	return 0
+	return cliflag.Main(fs, args, usageText, stdout, stderr, func() error { return cfg.validate() }, func() error {
+		res, err := run(ctx, stdout, cfg)
+		if err == nil && !res.kept(cfg.Limit) {
+			err = fmt.Errorf("%d grants in one %v window, over the limit of %d", res.MaxInWindow, res.Measured, cfg.Limit)
+		}
+		return err
+	})
 }
 
+// validate says which settings are wrong, by their flags' names, and why.
 func (c config) validate() error {
-	var errs []error
-	if c.Procs < 1 || c.Procs > 64 {
-		errs = append(errs, fmt.Errorf("-procs must be from 1 to 64, got %d", c.Procs))
-	}
-	if c.Limit < 1 || c.Limit > 1_000_000 {
-		errs = append(errs, fmt.Errorf("-limit must be from 1 to 1000000, got %d", c.Limit))
-	}
+	errs := []error{cliflag.InRange("procs", c.Procs, 1, 64), cliflag.InRange("limit", c.Limit, 1, 1_000_000)}
 	if c.Window < time.Millisecond {
 		errs = append(errs, fmt.Errorf("-window must be at least 1ms, got %v", c.Window))
 	}

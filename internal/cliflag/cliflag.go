@@ -1,7 +1,3 @@
-// Package cliflag is what the example programs share to read their command
-// lines with the standard flag package: -h prints the usage to stdout and
-// exits 0; an unknown flag, a bad value or an extra argument exits 2 with a
-// message that names the flag and what was expected.
 package cliflag
 
 import (
@@ -10,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/rategate/rategate/limiter"
 )
 
 // Parse parses args with fs, whose program takes no arguments besides
@@ -17,6 +15,19 @@ import (
 // -h (the usage goes to stdout), 2 after an unknown flag, a bad value or an
 // argument (the error goes to stderr).
 func Parse(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (code int, ok bool) {
+	if code, ok := ParseArgs(fs, args, usage, stdout, stderr); !ok {
+		return code, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected argument %q: it takes only flags\nRun '%s -h' for usage.\n", fs.Name(), fs.Arg(0), fs.Name())
+		return 2, false
+	}
+	return 0, true
+}
+
+// ParseArgs is Parse for a program that takes arguments after its flags:
+// it leaves them in fs.Args(), for the program to check.
+func ParseArgs(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (code int, ok bool) {
 	fs.SetOutput(stderr) // flag prints its own errors there, naming the flag
 	fs.Usage = func() {} // printed below, where it belongs
 	err := fs.Parse(args)
@@ -29,11 +40,32 @@ func Parse(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writ
 	case err != nil:
 		fmt.Fprintf(stderr, "Run '%s -h' for usage.\n", fs.Name())
 		return 2, false
-	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "%s: unexpected argument %q: it takes only flags\nRun '%s -h' for usage.\n", fs.Name(), fs.Arg(0), fs.Name())
-		return 2, false
 	}
 	return 0, true
+}
+
+// Main is the whole command line of a program that takes only flags. It
+// parses args with fs as Parse does, then calls check, whose error means
+// that the flags' values are wrong (UsageError prints it), and then run,
+// whose error means that the program failed (printed to stderr after the
+// program's name, fs.Name()). check and run are called after parsing, so
+// closures over the flags' variables see the values given; a nil check
+// accepts any. Main returns the exit status: 0 when run succeeds or after
+// -h, 1 when run fails, 2 when the command line is wrong.
+func Main(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer, check, run func() error) int {
+	if code, ok := Parse(fs, args, usage, stdout, stderr); !ok {
+		return code
+	}
+	if check != nil {
+		if err := check(); err != nil {
+			return UsageError(stderr, fs.Name(), err)
+		}
+	}
+	if err := run(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		return 1
+	}
+	return 0
 }
 
 // UsageError prints err, and where to find the usage, and returns exit
@@ -55,6 +87,36 @@ func InRange(flagName string, v, lo, hi int) error {
 func Positive(flagName string, d time.Duration) error {
 	if d <= 0 {
 		return fmt.Errorf("-%s must be a positive duration such as 100ms, got %v", flagName, d)
+	}
+	return nil
+}
+
+// Rate reads the value of a rate flag, N/unit or N/duration as
+// limiter.ParseRate reads it ("5/s", "3/1500ms"), as n events per period.
+// An error names the flag. n is at most most+1, so that a count too large
+// for an int still compares as over a bound of most.
+func Rate(flagName, value string, most int) (n int, period time.Duration, err error) {
+	r, err := limiter.ParseRate(value)
+	if err != nil {
+		return 0, 0, fmt.Errorf("bad -%s: %w", flagName, err)
+	}
+	return int(min(r.Events(), int64(most)+1)), r.Period(), nil
+}
+
+// Cond is a requirement on one flag's value, for RequirePositive: OK
+// reports whether the value meets it.
+type Cond struct {
+	Flag string // the flag's name, without the dash
+	OK   bool
+}
+
+// RequirePositive returns an error "-flag must be positive" naming the
+// first of conds that does not hold, or nil if all do.
+func RequirePositive(conds ...Cond) error {
+	for _, c := range conds {
+		if !c.OK {
+			return fmt.Errorf("-%s must be positive", c.Flag)
+		}
 	}
 	return nil
 }

@@ -2,11 +2,18 @@ package cliflag
 
 import (
 	"bytes"
+	"errors"
 	"flag"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestParse(t *testing.T) {
 	for _, tc := range []struct {
@@ -48,5 +55,85 @@ func TestChecks(t *testing.T) {
 	var stderr bytes.Buffer
 	if code := UsageError(&stderr, "prog", InRange("n", 0, 1, 2)); code != 2 || !strings.Contains(stderr.String(), "prog: -n must be") {
 		t.Errorf("UsageError: %d %q", code, stderr.String())
+	}
+}
+
+func TestParseArgs(t *testing.T) {
+	fs := flag.NewFlagSet("prog", flag.ContinueOnError)
+	n := fs.Int("n", 1, "a number")
+	var stdout, stderr bytes.Buffer
+	if code, ok := ParseArgs(fs, []string{"-n", "3", "in", "out"}, "usage\n", &stdout, &stderr); !ok || code != 0 {
+		t.Fatalf("ParseArgs with arguments: code %d ok %v, stderr %q", code, ok, stderr.String())
+	}
+	if *n != 3 || strings.Join(fs.Args(), " ") != "in out" || stdout.Len()+stderr.Len() != 0 {
+		t.Errorf("-n %d, arguments %q, stdout %q, stderr %q; want 3, \"in out\", nothing printed", *n, fs.Args(), stdout.String(), stderr.String())
+	}
+}
+
+// TestMainExits runs Main through each of its exits.
+func TestMainExits(t *testing.T) {
+	for _, tc := range []struct {
+		args     []string
+		runErr   error
+		code     int
+		ran      bool
+		out, err string
+	}{
+		{[]string{"-n", "3"}, nil, 0, true, "ran with 3", ""},
+		{[]string{"-h"}, nil, 0, false, "usage: prog", ""},
+		{[]string{"-n", "x"}, nil, 2, false, "", "Run 'prog -h' for usage.\n"},
+		{[]string{"extra"}, nil, 2, false, "", "unexpected argument \"extra\": it takes only flags\nRun 'prog -h' for usage.\n"},
+		{[]string{"-n", "0"}, nil, 2, false, "", "prog: -n must be from 1 to 10, got 0\nRun 'prog -h' for usage.\n"},
+		{[]string{"-n", "4"}, errors.New("it broke"), 1, true, "ran with 4", "prog: it broke\n"},
+	} {
+		fs := flag.NewFlagSet("prog", flag.ContinueOnError)
+		n := fs.Int("n", 1, "a number")
+		var stdout, stderr bytes.Buffer
+		ran := false
+		code := Main(fs, tc.args, "usage: prog\n", &stdout, &stderr,
+			func() error { return InRange("n", *n, 1, 10) },
+			func() error { ran = true; fmt.Fprintf(&stdout, "ran with %d", *n); return tc.runErr })
+		if code != tc.code || ran != tc.ran {
+			t.Errorf("%q: code %d, ran %v; want %d, %v", tc.args, code, ran, tc.code, tc.ran)
+		}
+		if !strings.Contains(stdout.String(), tc.out) || !strings.HasSuffix(stderr.String(), tc.err) {
+			t.Errorf("%q: stdout %q, stderr %q; want %q in stdout, stderr ending %q", tc.args, stdout.String(), stderr.String(), tc.out, tc.err)
+		}
+	}
+	// A nil check accepts any values.
+	fs := flag.NewFlagSet("prog", flag.ContinueOnError)
+	if code := Main(fs, nil, "", io.Discard, io.Discard, nil, func() error { return nil }); code != 0 {
+		t.Errorf("Main with a nil check: %d, want 0", code)
+	}
+}
+
+func TestRate(t *testing.T) {
+	for _, tc := range []struct {
+		value  string
+		n      int
+		period time.Duration
+		err    string
+	}{
+		{"5/s", 5, time.Second, ""},
+		{"3/1500ms", 3, 1500 * time.Millisecond, ""},
+		{"1000/s", 1000, time.Second, ""},
+		{"5000/s", 1001, time.Second, ""},                 // capped at most+1
+		{"99999999999999/s", 1001, time.Second, ""},       // more than an int32
+		{"5", 0, 0, `bad -rate: limiter: parse rate "5"`}, // names the flag
+		{"0/s", 0, 0, `bad -rate: limiter: parse rate "0/s"`},
+	} {
+		n, period, err := Rate("rate", tc.value, 1000)
+		if n != tc.n || period != tc.period || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("Rate(%q) = %d, %v, %v; want %d, %v, %q", tc.value, n, period, err, tc.n, tc.period, tc.err)
+		}
+	}
+}
+
+func TestRequirePositive(t *testing.T) {
+	if err := RequirePositive(Cond{"a", true}, Cond{"b", true}); err != nil {
+		t.Errorf("all hold: %v", err)
+	}
+	if err := RequirePositive(Cond{"a", true}, Cond{"b", false}, Cond{"c", false}); err == nil || err.Error() != "-b must be positive" {
+		t.Errorf("b and c fail: %v, want the first, -b must be positive", err)
 	}
 }
