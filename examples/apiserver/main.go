@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/rategate/rategate/internal/cliflag"
+	"github.com/rategate/rategate/internal/pause"
 	"github.com/rategate/rategate/internal/window"
 
 	"github.com/rategate/rategate/httplimit"
@@ -230,7 +231,7 @@ func run(ctx context.Context, out io.Writer, cfg config) (result, error) {
 	fmt.Fprintf(out, "plain net/http client:       %2d requests sent, %2d refused with 429 (%v)\n",
 		res.PlainSent, res.PlainRefused, time.Since(start).Round(10*time.Millisecond))
 	// Let the plain client's requests leave the window.
-	if err := sleep(ctx, cfg.Window); err != nil {
+	if err := pause.For(ctx, cfg.Window); err != nil {
 		return res, err
 	}
 
@@ -314,15 +315,4 @@ func postReport(ctx context.Context, c *http.Client, url string) bool {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusAccepted
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,7 +18,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rategate/rategate/internal/redistest"
-	"github.com/rategate/rategate/iter"
 	"github.com/rategate/rategate/limiter"
 	"github.com/rategate/rategate/redislimit"
 )
@@ -304,33 +302,12 @@ func workerMain(spec string, stdout io.Writer) error {
 
 	httpc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	defer httpc.CloseIdleConnections()
-	records := make([]record, 0, hi-lo)
-	for id := lo; id < hi; id++ {
-		records = append(records, record{ID: id, Units: units})
+	records := makeRecords(lo, hi, units)
+	t, err := sendInPasses(context.Background(), records, lim, cfg.Retry, func(rec record) error { return post(httpc, url, rec) })
+	if err != nil {
+		return err
 	}
-	ctx := context.Background()
-	res := workerResult{Records: len(records)}
-	for pending := records; len(pending) > 0; res.Passes++ {
-		if res.Passes > 0 {
-			time.Sleep(cfg.Retry)
-		}
-		var rejected []record
-		seq, errf := iter.WeightedErr(ctx, slices.Values(pending), lim, record.cost)
-		for rec := range seq {
-			res.Sent++
-			if err := post(httpc, url, rec); errors.Is(err, errThrottled) {
-				res.Rejected++
-				rejected = append(rejected, rec)
-			} else if err != nil {
-				return err
-			}
-		}
-		if err := errf(); err != nil {
-			return err
-		}
-		pending = rejected
-	}
-	res.LeaseCalls = int(lim.LeaseCalls())
+	res := workerResult{Records: len(records), Sent: t.Sent, Rejected: t.Rejected, Passes: t.Passes, LeaseCalls: int(lim.LeaseCalls())}
 	fmt.Fprintln(stdout, res)
 	return nil
 }

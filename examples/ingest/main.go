@@ -53,6 +53,7 @@ import (
 	"time"
 
 	"github.com/rategate/rategate/internal/cliflag"
+	"github.com/rategate/rategate/internal/pause"
 	"github.com/rategate/rategate/iter"
 	"github.com/rategate/rategate/limiter"
 )
@@ -186,10 +187,7 @@ func run(ctx context.Context, w io.Writer, cfg config) (result, error) {
 	if err := cfg.validate(); err != nil {
 		return res, err
 	}
-	records := make([]record, cfg.Records)
-	for i := range records {
-		records[i] = record{ID: i, Units: cfg.Units}
-	}
+	records := makeRecords(0, cfg.Records, cfg.Units)
 	fmt.Fprintf(w, "%s records of %d units (%s units) into a store that accepts %s units per second.\n",
 		thousands(cfg.Records), cfg.Units, thousands(cfg.Records*cfg.Units), thousands(cfg.StoreRate))
 	fmt.Fprintf(w, "The rate-limited client sends through iter.WeightedErr: a token bucket of %s units a second, burst %s.\n\n",
@@ -230,52 +228,59 @@ func run(ctx context.Context, w io.Writer, cfg config) (result, error) {
 	return res, nil
 }
 
-// ingest stores records with one client: pass after pass, it sends every
-// record not yet stored (through lim, when lim is set) and keeps the
-// rejected ones for the next pass, cfg.Retry later. Each client writes to a
-// new store.
+// ingest stores records with one client, in passes (see sendInPasses),
+// into a new store. Each client writes to a new store.
 func ingest(ctx context.Context, name string, records []record, cfg config, lim limiter.Limiter) (row, error) {
 	st := newStore(cfg.StoreRate)
-	r := row{Client: name}
 	start := time.Now()
-	pending := records
-	for len(pending) > 0 {
-		if r.Passes > 0 {
-			if err := sleep(ctx, cfg.Retry); err != nil {
-				return r, err
+	t, err := sendInPasses(ctx, records, lim, cfg.Retry, st.write)
+	r := row{Client: name, Sent: t.Sent, Rejected: t.Rejected, Passes: t.Passes, Time: time.Since(start), Stored: st.stored()}
+	if err != nil {
+		return r, fmt.Errorf("%s client: %w", name, err)
+	}
+	return r, nil
+}
+
+// tally is what sendInPasses did.
+type tally struct {
+	Sent     int // write calls, retries included
+	Rejected int // of them, those the store refused
+	Passes   int // passes over the records still to store
+}
+
+// sendInPasses is every client's loop, in one process or many: pass after
+// pass, it sends with write every record not yet stored, through lim when
+// lim is set (each record waits for its units), and keeps the records that
+// write refuses with errThrottled for the next pass, retry later. Any other
+// error from write, or from lim, ends it.
+func sendInPasses(ctx context.Context, records []record, lim limiter.Limiter, retry time.Duration, write func(record) error) (tally, error) {
+	var t tally
+	for pending := records; len(pending) > 0; {
+		if t.Passes > 0 {
+			if err := pause.For(ctx, retry); err != nil {
+				return t, err
 			}
 		}
-		r.Passes++
+		t.Passes++
 		var rejected []record
 		// With lim nil, WeightedErr passes every record at once: the naive
 		// client is the same loop without a limit.
 		seq, errf := iter.WeightedErr(ctx, slices.Values(pending), lim, record.cost)
 		for rec := range seq {
-			r.Sent++
-			if err := st.write(rec); err != nil {
-				r.Rejected++
+			t.Sent++
+			if err := write(rec); errors.Is(err, errThrottled) {
+				t.Rejected++
 				rejected = append(rejected, rec)
+			} else if err != nil {
+				return t, fmt.Errorf("pass %d: %w", t.Passes, err)
 			}
 		}
 		if err := errf(); err != nil {
-			return r, fmt.Errorf("%s client, pass %d: %w", name, r.Passes, err)
+			return t, fmt.Errorf("pass %d: %w", t.Passes, err)
 		}
 		pending = rejected
 	}
-	r.Time = time.Since(start)
-	r.Stored = st.stored()
-	return r, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return t, nil
 }
 
 // record is one record to store; Units is what writing it costs the store.
@@ -285,6 +290,15 @@ type record struct {
 }
 
 func (r record) cost() int { return r.Units }
+
+// makeRecords returns the records with IDs lo to hi-1, of units each.
+func makeRecords(lo, hi, units int) []record {
+	rs := make([]record, 0, max(hi-lo, 0))
+	for id := lo; id < hi; id++ {
+		rs = append(rs, record{ID: id, Units: units})
+	}
+	return rs
+}
 
 // errThrottled is the store's refusal: its units for the last second are
 // spent.

@@ -89,7 +89,7 @@ func TestIngestTooFast(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := ingest(t.Context(), "too fast", records(cfg), cfg, lim)
+		r, err := ingest(t.Context(), "too fast", makeRecords(0, cfg.Records, cfg.Units), cfg, lim)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,14 +97,6 @@ func TestIngestTooFast(t *testing.T) {
 			t.Errorf("a client at twice the store's rate: %+v, want rejections and every record stored", r)
 		}
 	})
-}
-
-func records(cfg config) []record {
-	rs := make([]record, cfg.Records)
-	for i := range rs {
-		rs[i] = record{ID: i, Units: cfg.Units}
-	}
-	return rs
 }
 
 // TestStore: the simulated store accepts at most its rate in any one-second
