@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,15 +8,14 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rategate/rategate/internal/redistest"
+	"github.com/rategate/rategate/internal/selfexec"
 	"github.com/rategate/rategate/limiter"
 	"github.com/rategate/rategate/redislimit"
 )
@@ -230,41 +228,20 @@ func serveStore(st *store) (string, func(), error) {
 // runWorkers starts d.Processes workers, each with its share of the
 // records, and waits for their reports.
 func runWorkers(ctx context.Context, cfg config, d distConfig, addr, key, url string) ([]workerResult, error) {
-	exe, err := os.Executable()
-	if err != nil {
+	spec := func(i int) string {
+		lo, hi := cfg.Records*i/d.Processes, cfg.Records*(i+1)/d.Processes
+		return strings.Join([]string{addr, key, url, strconv.Itoa(lo), strconv.Itoa(hi), strconv.Itoa(cfg.Units),
+			strconv.Itoa(cfg.ClientRate), strconv.Itoa(cfg.Burst), strconv.Itoa(d.Partitions), d.LeaseTTL.String(), cfg.Retry.String()}, " ")
+	}
+	last := make([]string, d.Processes) // each worker's report is its last line
+	if err := selfexec.Run(ctx, d.Processes, workerEnv, spec, os.Stderr, func(i int, line string) { last[i] = line }); err != nil {
 		return nil, err
 	}
 	results := make([]workerResult, d.Processes)
 	errs := make([]error, d.Processes)
-	var wg sync.WaitGroup
-	for i := range d.Processes {
-		lo, hi := cfg.Records*i/d.Processes, cfg.Records*(i+1)/d.Processes
-		spec := strings.Join([]string{addr, key, url, strconv.Itoa(lo), strconv.Itoa(hi), strconv.Itoa(cfg.Units),
-			strconv.Itoa(cfg.ClientRate), strconv.Itoa(cfg.Burst), strconv.Itoa(d.Partitions), d.LeaseTTL.String(), cfg.Retry.String()}, " ")
-		cmd := exec.CommandContext(ctx, exe)
-		cmd.Env = append(os.Environ(), workerEnv+"="+spec)
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			return nil, err
-		}
-		if err := cmd.Start(); err != nil {
-			return nil, err
-		}
-		wg.Go(func() {
-			var last string
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				last = sc.Text()
-			}
-			if err := cmd.Wait(); err != nil {
-				errs[i] = fmt.Errorf("process %d: %w", i+1, err)
-				return
-			}
-			results[i], errs[i] = parseWorkerResult(last)
-		})
+	for i, line := range last {
+		results[i], errs[i] = parseWorkerResult(line)
 	}
-	wg.Wait()
 	return results, errors.Join(errs...)
 }
 

@@ -35,8 +35,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,6 +44,7 @@ import (
 
 	"github.com/rategate/rategate/internal/cliflag"
 	"github.com/rategate/rategate/internal/redistest"
+	"github.com/rategate/rategate/internal/selfexec"
 	"github.com/rategate/rategate/internal/window"
 	"github.com/rategate/rategate/limiter"
 	"github.com/rategate/rategate/redislimit"
@@ -148,11 +147,7 @@ func run(ctx context.Context, w io.Writer, cfg config) (result, error) {
 		cfg.Procs, cfg.Limit, cfg.Window, cfg.Duration)
 	// A fresh key for this run, so that earlier runs do not count.
 	cfg.Key += "/" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	self, err := os.Executable()
-	if err != nil {
-		return res, err
-	}
-	grants, err := startWorkers(ctx, w, self, addr, cfg)
+	grants, err := startWorkers(ctx, w, addr, cfg)
 	if err != nil {
 		return res, err
 	}
@@ -178,41 +173,24 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-func startWorkers(ctx context.Context, w io.Writer, self, addr string, cfg config) ([]grant, error) {
+// startWorkers runs cfg.Procs workers (this program, re-executed), prints
+// each grant as a worker reports it, and returns them all.
+func startWorkers(ctx context.Context, w io.Writer, addr string, cfg config) ([]grant, error) {
 	var mu sync.Mutex
 	var all []grant
-	var wg sync.WaitGroup
-	errs := make([]error, cfg.Procs)
 	start := time.Now().UnixNano()
-	for i := range cfg.Procs {
-		cmd := exec.CommandContext(ctx, self)
-		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%d|%s|%s", workerEnv, addr, cfg.Key, cfg.Limit, cfg.Window, cfg.Duration))
-		cmd.Stderr = lockedWriter{&mu, w}
-		out, err := cmd.StdoutPipe()
+	spec := fmt.Sprintf("%s|%s|%d|%s|%s", addr, cfg.Key, cfg.Limit, cfg.Window, cfg.Duration)
+	err := selfexec.Run(ctx, cfg.Procs, workerEnv, func(int) string { return spec }, lockedWriter{&mu, w}, func(i int, line string) {
+		at, err := strconv.ParseInt(line, 10, 64)
 		if err != nil {
-			return nil, err
+			return
 		}
-		if err := cmd.Start(); err != nil {
-			return nil, err
-		}
-		wg.Go(func() {
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				at, err := strconv.ParseInt(sc.Text(), 10, 64)
-				if err != nil {
-					continue
-				}
-				mu.Lock()
-				all = append(all, grant{proc: i, at: at})
-				fmt.Fprintf(w, "  %7.3fs  process %d: granted\n", float64(at-start)/1e9, i+1)
-				mu.Unlock()
-			}
-			errs[i] = cmd.Wait()
-		})
-	}
-	wg.Wait()
-	sort.Slice(all, func(a, b int) bool { return all[a].at < all[b].at })
-	return all, errors.Join(errs...)
+		mu.Lock()
+		defer mu.Unlock()
+		all = append(all, grant{proc: i, at: at})
+		fmt.Fprintf(w, "  %7.3fs  process %d: granted\n", float64(at-start)/1e9, i+1)
+	})
+	return all, err
 }
 
 func report(w io.Writer, cfg config, grants []grant) result {
