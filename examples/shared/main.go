@@ -37,7 +37,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -160,33 +159,19 @@ type grant struct {
 	at   int64
 }
 
-// lockedWriter serializes the writes of the workers' stderr copiers and of
-// the grant printer.
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
 // startWorkers runs cfg.Procs workers (this program, re-executed), prints
 // each grant as a worker reports it, and returns them all.
 func startWorkers(ctx context.Context, w io.Writer, addr string, cfg config) ([]grant, error) {
-	var mu sync.Mutex
 	var all []grant
 	start := time.Now().UnixNano()
 	spec := fmt.Sprintf("%s|%s|%d|%s|%s", addr, cfg.Key, cfg.Limit, cfg.Window, cfg.Duration)
-	err := selfexec.Run(ctx, cfg.Procs, workerEnv, func(int) string { return spec }, lockedWriter{&mu, w}, func(i int, line string) {
+	// The workers' stderr goes to w too: selfexec.Run serializes it with the
+	// grants printed here.
+	err := selfexec.Run(ctx, cfg.Procs, workerEnv, func(int) string { return spec }, w, func(i int, line string) {
 		at, err := strconv.ParseInt(line, 10, 64)
 		if err != nil {
 			return
 		}
-		mu.Lock()
-		defer mu.Unlock()
 		all = append(all, grant{proc: i, at: at})
 		fmt.Fprintf(w, "  %7.3fs  process %d: granted\n", float64(at-start)/1e9, i+1)
 	})
