@@ -11,7 +11,7 @@ type bucket struct {
 
 // initBucket makes b a bucket of configuration c with its queue.
 func (b *bucket) initBucket(c *gcraConfig, q QueueOptions) {
-	b.g.tat = &b.word
+	b.g.word, b.g.count = &b.word, &b.granted
 	b.g.cfg.Store(c)
 	b.init(&b.g, nil, q)
 }
@@ -21,9 +21,9 @@ func (b *bucket) initBucket(c *gcraConfig, q QueueOptions) {
 // compare-and-swap.
 func (b *bucket) TryAcquire(n int) Lease {
 	if b.gate.Load() == 0 && n >= 0 {
-		switch st, retry := b.g.tryTake(b.now(), int64(n)); st {
+		switch st, retry := b.g.tryTake(b.now(), int64(n), true); st {
 		case takeOK:
-			return b.grant(n)
+			return grantedLease(nil, n) // counted by tryTake
 		case takeLimited:
 			return b.reject(reasonLimited, retry)
 		}
@@ -38,8 +38,8 @@ func (b *bucket) Acquire(ctx context.Context, n int) (Lease, error) {
 		panic("limiter: nil Context")
 	}
 	if b.gate.Load() == 0 && n >= 0 && ctx.Err() == nil {
-		if st, _ := b.g.tryTake(b.now(), int64(n)); st == takeOK {
-			return b.grant(n), nil
+		if st, _ := b.g.tryTake(b.now(), int64(n), true); st == takeOK {
+			return grantedLease(nil, n), nil // counted by tryTake
 		}
 	}
 	return b.acquire(ctx, n)

@@ -190,7 +190,7 @@ func tryForeign(slots []slot, n int) (Lease, int) {
 		}
 		s.taken = true
 	}
-	return Lease{granted: true}, -1
+	return grantedLease(nil, 0), -1
 }
 
 // decideParts locks every part's mutex in one process-wide order (by
@@ -263,7 +263,7 @@ func (c *chain) lease(slots []slot, n, skip int, have Lease) Lease {
 		for i := range slots {
 			slots[i].p.grant(n)
 		}
-		return Lease{rel: c.rel, permits: n, granted: true}
+		return grantedLease(c.rel, n)
 	}
 	held := make(heldLeases, 0, len(slots)+1)
 	for i := range slots {
@@ -283,5 +283,5 @@ func (c *chain) lease(slots []slot, n, skip int, have Lease) Lease {
 	if skip >= 0 {
 		held = append(held, have)
 	}
-	return Lease{rel: held, permits: n, granted: true}
+	return grantedLease(held, n)
 }

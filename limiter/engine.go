@@ -92,7 +92,7 @@ func (b *base) instant(t time.Time) int64 { return int64(t.Sub(b.origin)) }
 
 func (b *base) grant(n int) Lease {
 	b.granted.Add(1)
-	return Lease{rel: b.rel, permits: n, granted: true}
+	return grantedLease(b.rel, n)
 }
 
 func (b *base) reject(why reason, retry int64) Lease {
@@ -100,7 +100,7 @@ func (b *base) reject(why reason, retry int64) Lease {
 	if retry < 0 {
 		retry = 0
 	}
-	return Lease{retry: time.Duration(retry), why: why}
+	return denied(why, time.Duration(retry))
 }
 
 // TryAcquire takes n permits if they are available now and nobody waits in
@@ -421,7 +421,7 @@ func (b *base) finish(w *waiter) (Lease, error) {
 	if err != nil {
 		return Denied(err, 0), err
 	}
-	return Lease{rel: b.rel, permits: n, granted: true}, nil
+	return grantedLease(b.rel, n), nil
 }
 
 // cancel removes w after its context ended. A grant that won the race is
@@ -464,9 +464,18 @@ func (b *base) stats() Stats {
 		Available: max(b.pol.available(b.now()), 0),
 		Queued:    b.queued,
 		Waiters:   b.nwait,
-		Granted:   b.granted.Load(),
+		Granted:   b.granted.Load() + b.uncounted(),
 		Rejected:  b.rejected.Load(),
 	}
+}
+
+// uncounted returns the grants a lock-free state word counts that the
+// granted counter does not yet (see gcra). The caller holds b.mu.
+func (b *base) uncounted() int64 {
+	if g, ok := b.pol.(*gcra); ok {
+		return g.uncounted()
+	}
+	return 0
 }
 
 // isIdle reports whether the limiter is as if new: nobody waits and its

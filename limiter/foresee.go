@@ -36,9 +36,9 @@ func (b *bucket) Foresee(n int) (time.Duration, bool) {
 // moves on by their cost, and nothing else changes it.
 func (g *gcra) behind(now, queued, n int64) int64 {
 	c := g.cfg.Load()
-	tat := g.tat.Load()
+	tat, ok := g.load()
 	delta := now - c.base
-	if tat == tatLocked || delta > c.maxDelta || queued > scaledLimit/c.d {
+	if !ok || delta > c.maxDelta || queued > scaledLimit/c.d {
 		return -1
 	}
 	nows := delta * c.n

@@ -9,6 +9,15 @@ import (
 // LeakyBucket. Its whole state is one word, the theoretical arrival time
 // (tat), so TryAcquire is one compare-and-swap.
 //
+// The word also counts the fast path's grants, so that a grant costs that one
+// compare-and-swap and no second atomic operation: when the configuration
+// leaves room (shift > 0), the word is tat<<shift plus the number of grants
+// not yet added to the limiter's Granted counter. When that number would
+// overflow its bits, the fast path falls back to the lock, which moves it to
+// the counter. Stats reads counter and word under the lock, so its count is
+// exact; a configuration without room (huge bursts or periods, the pacer)
+// counts each grant with an atomic add instead.
+//
 // Time is kept exactly in scaled units: with the rate reduced to n events per
 // d nanoseconds, one nanosecond is n units and one permit costs d units, so
 // no rounding ever drifts. Scaled time is counted from cfg.base; when it
@@ -20,8 +29,9 @@ import (
 // fast path reads tat before cfg, so a compare-and-swap that succeeds was
 // computed with the configuration that goes with the value it replaced.
 type gcra struct {
-	tat *atomic.Int64 // the limiter's base.word, beside its counters
-	cfg atomic.Pointer[gcraConfig]
+	word  *atomic.Int64 // the limiter's base.word: tat<<shift | uncounted grants
+	count *atomic.Int64 // the limiter's base.granted
+	cfg   atomic.Pointer[gcraConfig]
 
 	// A Chain decides under base.mu with tat swapped for the locked
 	// sentinel (so lock-free fast paths wait on the mutex), taking from
@@ -38,14 +48,19 @@ type gcraConfig struct {
 	tol      int64 // scaled units of debt allowed after a grant: burst*d; 0 for the pacer
 	maxDelta int64 // rebase once now-base exceeds this
 	maxReq   int64 // most permits in one request
+	limit    int64 // bound on tol, on one request's cost and on a converted tat
+	shift    uint  // bits of the word that count grants (0: none)
+	mask     int64 // 1<<shift - 1
 	pacer    bool
 	rate     Rate
 }
 
 const (
-	tatLocked    = math.MinInt64
-	scaledLimit  = int64(1) << 60 // bound on tol and on one request's cost
-	scaledWindow = int64(1) << 61 // bound on now's scaled offset from base
+	tatLocked   = math.MinInt64
+	scaledLimit = int64(1) << 60 // bound on tol and on one request's cost
+	countBits   = 8              // the word's grant count, where there is room
+	// The word's tat stays below 4 * limit, so limit<<shift < 2^61.
+	countedLimit = scaledLimit >> countBits
 )
 
 const (
@@ -60,7 +75,7 @@ func newGCRAConfig(rate Rate, burst int64, pacer bool) (*gcraConfig, error) {
 		return nil, err
 	}
 	n, d := rate.reduced()
-	c := &gcraConfig{n: n, d: d, burst: burst, rate: rate, pacer: pacer}
+	c := &gcraConfig{n: n, d: d, burst: burst, rate: rate, pacer: pacer, limit: scaledLimit}
 	if pacer {
 		c.maxReq = scaledLimit / d
 		if c.maxReq < 1 {
@@ -75,16 +90,20 @@ func newGCRAConfig(rate Rate, burst int64, pacer bool) (*gcraConfig, error) {
 		}
 		c.tol = burst * d
 		c.maxReq = burst
+		if c.tol <= countedLimit {
+			c.limit, c.shift, c.mask = countedLimit, countBits, 1<<countBits-1
+		}
 	}
-	c.maxDelta = scaledWindow / n
+	c.maxDelta = 2 * c.limit / n
 	return c, nil
 }
 
-// tryTake attempts to take k permits at now without a lock.
-func (g *gcra) tryTake(now, k int64) (status int, retry int64) {
+// tryTake attempts to take k permits at now without a lock. With counted
+// set it counts the grant (the fast paths); the locked path counts its own.
+func (g *gcra) tryTake(now, k int64, counted bool) (status int, retry int64) {
 	for {
-		tat := g.tat.Load()
-		if tat == tatLocked {
+		word := g.word.Load()
+		if word == tatLocked {
 			return takeSlow, 0
 		}
 		c := g.cfg.Load()
@@ -92,14 +111,22 @@ func (g *gcra) tryTake(now, k int64) (status int, retry int64) {
 			return takeExceeds, 0
 		}
 		delta := now - c.base
-		if delta > c.maxDelta {
+		uncounted := word & c.mask
+		if delta > c.maxDelta || counted && c.mask != 0 && uncounted == c.mask {
 			return takeSlow, 0
 		}
-		next, retry, ok := c.step(tat, delta*c.n, k)
-		if !ok {
-			return takeLimited, retry
+		tat := word >> c.shift
+		next, early := c.decide(tat, delta*c.n, k)
+		if early > 0 {
+			return takeLimited, c.ns(early)
 		}
-		if next == tat || g.tat.CompareAndSwap(tat, next) {
+		if counted && c.mask != 0 {
+			uncounted++
+		}
+		if next = next<<c.shift | uncounted; next == word || g.word.CompareAndSwap(word, next) {
+			if counted && c.mask == 0 {
+				g.count.Add(1)
+			}
 			return takeOK, 0
 		}
 	}
@@ -110,25 +137,43 @@ func (g *gcra) tryTake(now, k int64) (status int, retry int64) {
 // nothing). It returns the new state, or the wait in ns until the request
 // could be granted. k <= maxReq and nows is within maxDelta of base.
 func (c *gcraConfig) step(tat, nows, k int64) (next, retry int64, ok bool) {
-	need := max(k, 1)
+	next, early := c.decide(tat, nows, k)
+	if early > 0 {
+		return tat, c.ns(early), false
+	}
+	return next, 0, true
+}
+
+// decide is step without the conversion of a refusal's wait to nanoseconds,
+// small enough to inline into the lock-free fast path: it returns the new
+// state, or early > 0, the scaled units by which the request is too soon.
+func (c *gcraConfig) decide(tat, nows, k int64) (next, early int64) {
+	from := max(tat, nows)
+	early = from + max(k, 1)*c.d - nows - c.tol
 	if c.pacer {
-		if tat > nows {
-			return tat, ceilDiv(tat-nows, c.n), false
-		}
-	} else if over := max(tat, nows) + need*c.d - nows - c.tol; over > 0 {
-		return tat, ceilDiv(over, c.n), false
+		early = tat - nows
 	}
-	if k == 0 {
-		return tat, 0, true
+	if k == 0 || early > 0 {
+		return tat, early
 	}
-	return max(tat, nows) + k*c.d, 0, true
+	return from + k*c.d, early
+}
+
+// ns converts a span of scaled units to whole nanoseconds, rounding up. Most
+// rates reduce to one permit per so many nanoseconds (n == 1), where it is
+// the identity and costs no division.
+func (c *gcraConfig) ns(units int64) int64 {
+	if c.n == 1 {
+		return units
+	}
+	return ceilDiv(units, c.n)
 }
 
 // chainTake is take for a Chain's decision at now: the caller holds
 // base.mu and calls settle before releasing it.
 func (g *gcra) chainTake(now int64, n int) (bool, int64) {
 	if !g.held {
-		g.saved = g.lockTat()
+		g.saved, _ = g.lockTat()
 		g.pending, g.held, g.takes = g.saved, true, 0
 	}
 	c := g.cfg.Load()
@@ -138,12 +183,12 @@ func (g *gcra) chainTake(now int64, n int) (bool, int64) {
 	}
 	if delta > c.maxDelta {
 		// Rebase first: publish the state, convert it, and hold it again.
-		g.tat.Store(g.pending)
+		g.publish(g.pending)
 		nc := *c
 		g.reconfigure(now, &nc)
 		c = g.cfg.Load()
 		delta = 0
-		old := g.lockTat()
+		old, _ := g.lockTat()
 		if g.takes == 0 {
 			g.saved = old
 		}
@@ -171,29 +216,56 @@ func (g *gcra) settle() {
 		return
 	}
 	if g.takes == 0 {
-		g.tat.Store(g.saved)
+		g.publish(g.saved)
 	} else {
-		g.tat.Store(g.pending)
+		g.publish(g.pending)
 	}
 	g.held = false
 }
 
-// lockTat swaps tat for the sentinel and returns the value it held.
-// The caller holds base.mu, so no other goroutine holds the sentinel.
-func (g *gcra) lockTat() int64 {
+// lockTat swaps the word for the sentinel, moves its uncounted grants to
+// the counter, and returns its tat and the word it held. The caller holds
+// base.mu, so no other goroutine holds the sentinel, and Stats (which takes
+// base.mu too) never sees a grant in neither place.
+func (g *gcra) lockTat() (tat, word int64) {
 	for {
-		old := g.tat.Load()
-		if g.tat.CompareAndSwap(old, tatLocked) {
-			return old
+		word = g.word.Load()
+		if g.word.CompareAndSwap(word, tatLocked) {
+			break
 		}
 	}
+	c := g.cfg.Load()
+	if n := word & c.mask; n != 0 {
+		g.count.Add(n)
+	}
+	return word >> c.shift, word
+}
+
+// publish ends a hold of the sentinel: the word becomes tat, with no
+// uncounted grants.
+func (g *gcra) publish(tat int64) { g.word.Store(tat << g.cfg.Load().shift) }
+
+// uncounted returns the grants the word holds that the counter does not.
+// The caller holds base.mu.
+func (g *gcra) uncounted() int64 {
+	word := g.word.Load()
+	if word == tatLocked {
+		return 0
+	}
+	return word & g.cfg.Load().mask
+}
+
+// load returns the tat, or false while a Chain holds the word.
+func (g *gcra) load() (int64, bool) {
+	word := g.word.Load()
+	return word >> g.cfg.Load().shift, word != tatLocked
 }
 
 // reconfigure converts the state to nc (whose base is set to now): the
 // permits owed under the old configuration are owed under the new one.
 // The caller holds base.mu.
 func (g *gcra) reconfigure(now int64, nc *gcraConfig) {
-	old := g.lockTat()
+	old, word := g.lockTat()
 	c := g.cfg.Load()
 	var debt int64 // in c's scaled units
 	delta := now - c.base
@@ -205,16 +277,16 @@ func (g *gcra) reconfigure(now int64, nc *gcraConfig) {
 	}
 	// Owed permits = debt/c.d; in the new units they cost debt*nc.d/c.d.
 	newTat, ok := mulDivCeil(debt, nc.d, c.d)
-	if !ok || newTat > scaledLimit {
-		newTat = scaledLimit
+	if !ok || newTat > nc.limit {
+		newTat = nc.limit
 	}
-	if newTat == old {
+	if newTat<<nc.shift == word {
 		// Never restore the value a stale compare-and-swap (computed with c)
 		// expects, without changing the state it stands for:
 		switch {
 		case newTat == 0:
 			newTat = -1 // no debt either way: any tat <= now reads as a full bucket
-		case c.n != nc.n || c.d != nc.d || c.base != now:
+		case c.n != nc.n || c.d != nc.d || c.base != now || c.shift != nc.shift:
 			newTat++ // a different state: err by one unit on the safe side
 		}
 		// Otherwise the units and origin are unchanged, and a stale
@@ -222,13 +294,18 @@ func (g *gcra) reconfigure(now int64, nc *gcraConfig) {
 	}
 	nc.base = now
 	g.cfg.Store(nc)
-	g.tat.Store(newTat)
+	g.publish(newTat)
 }
 
-// take is the locked path: it rebases when needed, then takes.
+// take is the locked path: it moves a full count of uncounted grants to the
+// counter (so the fast path can count again), rebases when needed, then takes.
 func (g *gcra) take(now int64, n int) (bool, int64) {
+	if c := g.cfg.Load(); c.mask != 0 && g.uncounted() == c.mask {
+		tat, _ := g.lockTat()
+		g.publish(tat)
+	}
 	for {
-		st, retry := g.tryTake(now, int64(n))
+		st, retry := g.tryTake(now, int64(n), false)
 		switch st {
 		case takeOK:
 			return true, 0
@@ -244,9 +321,9 @@ func (g *gcra) take(now int64, n int) (bool, int64) {
 
 func (g *gcra) available(now int64) int64 {
 	c := g.cfg.Load()
-	tat := g.tat.Load()
+	tat, ok := g.load()
 	delta := now - c.base
-	if delta > c.maxDelta || tat == tatLocked {
+	if delta > c.maxDelta || !ok {
 		return c.maxReq // a bucket's maxReq is its burst
 	}
 	debt := max(tat-delta*c.n, 0)
@@ -260,9 +337,9 @@ func (g *gcra) available(now int64) int64 {
 
 func (g *gcra) idle(now int64) bool {
 	c := g.cfg.Load()
-	tat := g.tat.Load()
+	tat, ok := g.load()
 	delta := now - c.base
-	return tat != tatLocked && (delta > c.maxDelta || tat <= delta*c.n)
+	return ok && (delta > c.maxDelta || tat <= delta*c.n)
 }
 
 func (g *gcra) maxRequest() int64 { return g.cfg.Load().maxReq }

@@ -208,7 +208,7 @@ func (k *KeyedTokenBucket[K]) TryAcquire(key K, n int) Lease {
 		return denied(reasonLimited, time.Duration(retry))
 	}
 	s.granted++
-	return Lease{permits: n, granted: true}
+	return grantedLease(nil, n)
 }
 
 func (k *KeyedTokenBucket[K]) check(n int) reason {
@@ -286,14 +286,14 @@ func (k *KeyedTokenBucket[K]) enqueue(ctx context.Context, s *bucketShard[K], ke
 		ok, retry := k.step(s, key, h, now, n)
 		if ok && q == nil {
 			s.granted++
-			return nil, Lease{permits: n, granted: true}, nil
+			return nil, grantedLease(nil, n), nil
 		}
 		if err := pastDeadline(ctx, time.Duration(retry)); err != nil {
 			return nil, denied(reasonDeadline, time.Duration(retry)), err
 		}
 		if ok { // NewestFirst with older waiters: the newcomer is served first
 			s.granted++
-			return nil, Lease{permits: n, granted: true}, nil
+			return nil, grantedLease(nil, n), nil
 		}
 	}
 	cost := max(int64(n), 1)
@@ -354,7 +354,7 @@ func (k *KeyedTokenBucket[K]) wait(ctx context.Context, s *bucketShard[K], key K
 				s.granted++
 				k.remove(s, key, w)
 				s.mu.Unlock()
-				return Lease{permits: w.n, granted: true}, nil
+				return grantedLease(nil, w.n), nil
 			}
 			if err := pastDeadline(ctx, time.Duration(retry)); err != nil {
 				k.remove(s, key, w)
@@ -587,7 +587,7 @@ func (p *bucketPart[K]) grant(n int) Lease {
 	p.s.mu.Lock()
 	p.s.granted++
 	p.s.mu.Unlock()
-	return Lease{permits: n, granted: true}
+	return grantedLease(nil, n)
 }
 
 func (p *bucketPart[K]) refuse() { p.s.rejected++ }

@@ -58,18 +58,24 @@ type Releaser interface {
 // of it more than once gives the permits back more than once). The zero Lease
 // is not granted and its Release does nothing.
 type Lease struct {
+	// Four fields in 32 bytes, so that the compiler keeps a Lease in
+	// registers instead of copying it through memory.
 	rel     Releaser
-	permits int
-	retry   time.Duration
+	v       int64 // granted: the permits; refused: the retry hint in ns
 	granted bool
 	why     reason
+}
+
+// grantedLease is a granted lease of n permits whose Release calls rel.
+func grantedLease(rel Releaser, n int) Lease {
+	return Lease{rel: rel, v: int64(n), granted: true}
 }
 
 // NewLease returns a granted lease of n permits whose Release calls
 // r.ReleasePermits(n); r may be nil for permits that are not given back.
 // It is for implementations of Limiter outside this package.
 func NewLease(n int, r Releaser) Lease {
-	return Lease{rel: r, permits: n, granted: true}
+	return grantedLease(r, n)
 }
 
 // Denied returns a lease that was not granted because of err, with a retry
@@ -100,7 +106,7 @@ func Denied(err error, retryAfter time.Duration) Lease {
 	if retryAfter < 0 {
 		retryAfter = 0
 	}
-	l := Lease{retry: retryAfter, why: why}
+	l := Lease{v: int64(retryAfter), why: why}
 	if err != nil && err != why.err() {
 		l.rel = foreignErr{&err}
 	}
@@ -116,7 +122,7 @@ type foreignErr struct{ err *error }
 func (foreignErr) ReleasePermits(int) {}
 
 func denied(why reason, retry time.Duration) Lease {
-	return Lease{retry: retry, why: why}
+	return Lease{v: int64(retry), why: why}
 }
 
 // ctxDenied is the lease of an Acquire that failed because ctx ended.
@@ -135,7 +141,7 @@ func (l Lease) Permits() int {
 	if !l.granted {
 		return 0
 	}
-	return l.permits
+	return int(l.v)
 }
 
 // RetryAfter returns, for a lease that was not granted, the earliest wait
@@ -146,7 +152,7 @@ func (l Lease) RetryAfter() time.Duration {
 	if l.granted {
 		return 0
 	}
-	return l.retry
+	return time.Duration(l.v)
 }
 
 // Err returns nil for a granted lease and otherwise why it was not granted:
@@ -172,6 +178,6 @@ func (l Lease) Err() error {
 // limiters, for leases that were not granted, and for the zero Lease.
 func (l Lease) Release() {
 	if l.granted && l.rel != nil {
-		l.rel.ReleasePermits(l.permits)
+		l.rel.ReleasePermits(int(l.v))
 	}
 }

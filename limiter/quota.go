@@ -60,9 +60,9 @@ func (b *base) quota() Quota {
 
 func (g *gcra) quota(now int64) Quota {
 	c := g.cfg.Load()
-	tat := g.tat.Load()
+	tat, ok := g.load()
 	var debt int64 // scaled units still owed at now
-	if delta := now - c.base; tat != tatLocked && delta <= c.maxDelta {
+	if delta := now - c.base; ok && delta <= c.maxDelta {
 		debt = max(tat-delta*c.n, 0)
 	}
 	reset := time.Duration(ceilDiv(debt, c.n))
