@@ -99,13 +99,13 @@ func ExampleParseRate() {
 			fmt.Printf("%-11s error\n", s)
 			continue
 		}
-		fmt.Printf("%-11s %d per %v = %.4g/s\n", s, r.Events(), r.Period(), r.PerSecond())
+		fmt.Printf("%-11s %d per %v\n", s, r.Events(), r.Period())
 	}
 	// Output:
-	// 100/s       100 per 1s = 100/s
-	// 5/min       5 per 1m0s = 0.08333/s
-	// 2/1500ms    2 per 1.5s = 1.333/s
-	// 10/h        10 per 1h0m0s = 0.002778/s
+	// 100/s       100 per 1s
+	// 5/min       5 per 1m0s
+	// 2/1500ms    2 per 1.5s
+	// 10/h        10 per 1h0m0s
 	// 0/s         error
 	// 3/fortnight error
 }

@@ -23,9 +23,6 @@ type Rate struct {
 // positive with an *OptionError.
 func Per(n int, d time.Duration) Rate { return Rate{n: int64(n), per: d} }
 
-// Every returns the rate of one event per interval d.
-func Every(d time.Duration) Rate { return Rate{n: 1, per: d} }
-
 // Events returns n of "n per d".
 func (r Rate) Events() int64 { return r.n }
 
@@ -34,14 +31,6 @@ func (r Rate) Period() time.Duration { return r.per }
 
 // IsZero reports whether r is the zero Rate.
 func (r Rate) IsZero() bool { return r.n == 0 && r.per == 0 }
-
-// PerSecond returns the rate in events per second, as a float for display.
-func (r Rate) PerSecond() float64 {
-	if r.per <= 0 {
-		return 0
-	}
-	return float64(r.n) * float64(time.Second) / float64(r.per)
-}
 
 // String formats r so that ParseRate reads it back: "100/s", "5/1m0s".
 func (r Rate) String() string {
