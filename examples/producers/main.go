@@ -95,18 +95,14 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg := defaultConfig
 	fs := flag.NewFlagSet("producers", flag.ContinueOnError)
 	fs.IntVar(&cfg.Producers, "producers", cfg.Producers, "producers sending at once")
-	rate := fs.String("rate", "100/s", "the most items sent in any period, by all producers together: N/unit or N/duration; the period is also the report interval")
+	readRate := cliflag.RateVar(fs, &cfg.Rate, &cfg.Period, maxRate, "rate", "100/s", "the most items sent in any period, by all producers together: N/unit or N/duration; the period is also the report interval")
 	fs.IntVar(&cfg.Buffer, "buffer", cfg.Buffer, "the most items buffered at once")
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the producers run")
 	fs.DurationVar(&cfg.FastWork, "fast", cfg.FastWork, "the consumer's time per item in the first half")
 	fs.DurationVar(&cfg.SlowWork, "slow", cfg.SlowWork, "the consumer's time per item in the second half")
-	check := func() (err error) {
-		if cfg.Rate, cfg.Period, err = cliflag.Rate("rate", *rate, maxRate); err != nil {
-			return err
-		}
-		return cfg.validate()
-	}
-	return cliflag.Main(fs, args, usageText, stdout, stderr, check, func() error { _, err := run(ctx, stdout, cfg); return err })
+	return cliflag.Main(fs, args, usageText, stdout, stderr,
+		cliflag.InOrder(readRate, func() error { return cfg.validate() }),
+		func() error { _, err := run(ctx, stdout, cfg); return err })
 }
 
 // maxRate bounds the items per period, and maxPeriods the report lines.
@@ -154,90 +150,35 @@ func run(ctx context.Context, w io.Writer, cfg config) (result, error) {
 	fmt.Fprintf(w, "%d producers share %d items per %v, at most %d items buffered.\n", cfg.Producers, cfg.Rate, cfg.Period, cfg.Buffer)
 	fmt.Fprintf(w, "The consumer takes %v an item, then %v from %v on.\n", cfg.FastWork, cfg.SlowWork, cfg.Duration/2)
 
-	var (
-		mu  sync.Mutex
-		res = result{PerProducer: make([]int, cfg.Producers)}
-		// for the report: counts since the last one, and the peak occupancy
-		sentN, recvN, peak int
-	)
 	start := time.Now()
-	since := func() time.Duration { return time.Since(start) }
-
+	k := &counts{start: start, res: result{PerProducer: make([]int, cfg.Producers)}}
 	runCtx, stop := context.WithTimeout(ctx, cfg.Duration)
 	defer stop()
 	var producers sync.WaitGroup
 	errs := make([]error, cfg.Producers)
 	for p := range cfg.Producers {
-		producers.Go(func() {
-			for seq := 0; ; seq++ {
-				err := c.Send(runCtx, item{p, seq})
-				if err != nil {
-					// The run ends with runCtx's deadline (a wait the limiter
-					// knows would outlast it fails at once) or with Close.
-					if !errors.Is(err, channel.ErrClosed) && !errors.Is(err, context.DeadlineExceeded) {
-						errs[p] = err
-					}
-					return
-				}
-				n := c.Len()
-				mu.Lock()
-				res.Sent = append(res.Sent, since())
-				res.PerProducer[p]++
-				res.PeakBuffer = max(res.PeakBuffer, n)
-				peak = max(peak, n)
-				sentN++
-				mu.Unlock()
-			}
-		})
+		producers.Go(func() { errs[p] = produce(runCtx, c, p, k) })
 	}
-
 	consumed := make(chan struct{})
 	go func() {
 		defer close(consumed)
-		for range c.All(ctx) {
-			at := since()
-			mu.Lock()
-			res.Received = append(res.Received, at)
-			recvN++
-			mu.Unlock()
-			if at < cfg.Duration/2 {
-				time.Sleep(cfg.FastWork)
-			} else {
-				time.Sleep(cfg.SlowWork)
-			}
-		}
+		consume(ctx, c, cfg, k)
 	}()
-
-	// Report once a period until the producers stop.
-	tick := time.NewTicker(cfg.Period)
-	defer tick.Stop()
-	fmt.Fprintf(w, "%8s %10s %10s %14s\n", "time", "received", "sent", "buffer (peak)")
-	for done := false; !done; {
-		select {
-		case <-tick.C:
-		case <-runCtx.Done():
-			done = true
-		}
-		mu.Lock()
-		if sentN > 0 || recvN > 0 || !done {
-			fmt.Fprintf(w, "%8v %10d %10d %7d (%d)\n", since().Round(time.Millisecond), recvN, sentN, c.Len(), peak)
-		}
-		sentN, recvN, peak = 0, 0, c.Len()
-		mu.Unlock()
-	}
+	report(runCtx, w, cfg, c, k)
 
 	// Shut down: close the Chan (producers still waiting fail with
 	// ErrClosed), let the consumer drain it, and discard anything left.
 	c.Close()
 	producers.Wait()
 	<-consumed
+	res := k.res // the producers and the consumer are done with it
 	res.Drained = c.Drain()
 	if err := errors.Join(errs...); err != nil {
 		return res, err
 	}
 
 	res.MaxInPeriod = window.Peak(res.Sent, cfg.Period)
-	fmt.Fprintf(w, "Sent %d, received %d in %v. Per producer: %v.\n", len(res.Sent), len(res.Received), since().Round(time.Millisecond), res.PerProducer)
+	fmt.Fprintf(w, "Sent %d, received %d in %v. Per producer: %v.\n", len(res.Sent), len(res.Received), time.Since(start).Round(time.Millisecond), res.PerProducer)
 	fmt.Fprintf(w, "Most sends in any %v: %d (limit %d). Peak buffer: %d (limit %d). Permits still held: %d.\n",
 		cfg.Period, res.MaxInPeriod, cfg.Rate, res.PeakBuffer, cfg.Buffer, buffer.InUse())
 	switch {
@@ -249,4 +190,75 @@ func run(ctx context.Context, w io.Writer, cfg config) (result, error) {
 		return res, fmt.Errorf("%d permits still held after the Chan was drained", buffer.InUse())
 	}
 	return res, nil
+}
+
+// counts is what the producers and the consumer record, under mu: the
+// result, and, since the last report line, the sends, the receives and the
+// peak occupancy.
+type counts struct {
+	start time.Time // the run's
+
+	mu                 sync.Mutex
+	res                result
+	sentN, recvN, peak int
+}
+
+// produce sends producer p's items as fast as c takes them, until runCtx
+// ends or c is closed.
+func produce(runCtx context.Context, c *channel.Chan[item], p int, k *counts) error {
+	for seq := 0; ; seq++ {
+		if err := c.Send(runCtx, item{p, seq}); err != nil {
+			// The run ends with runCtx's deadline (a wait the limiter
+			// knows would outlast it fails at once) or with Close.
+			if errors.Is(err, channel.ErrClosed) || errors.Is(err, context.DeadlineExceeded) {
+				return nil
+			}
+			return err
+		}
+		n := c.Len()
+		k.mu.Lock()
+		k.res.Sent = append(k.res.Sent, time.Since(k.start))
+		k.res.PerProducer[p]++
+		k.res.PeakBuffer = max(k.res.PeakBuffer, n)
+		k.peak = max(k.peak, n)
+		k.sentN++
+		k.mu.Unlock()
+	}
+}
+
+// consume receives every item until c is closed and drained, taking
+// cfg.FastWork an item for the first half of the run, then cfg.SlowWork.
+func consume(ctx context.Context, c *channel.Chan[item], cfg config, k *counts) {
+	for range c.All(ctx) {
+		at := time.Since(k.start)
+		k.mu.Lock()
+		k.res.Received = append(k.res.Received, at)
+		k.recvN++
+		k.mu.Unlock()
+		if at < cfg.Duration/2 {
+			time.Sleep(cfg.FastWork)
+		} else {
+			time.Sleep(cfg.SlowWork)
+		}
+	}
+}
+
+// report prints a line once a period until runCtx ends.
+func report(runCtx context.Context, w io.Writer, cfg config, c *channel.Chan[item], k *counts) {
+	tick := time.NewTicker(cfg.Period)
+	defer tick.Stop()
+	fmt.Fprintf(w, "%8s %10s %10s %14s\n", "time", "received", "sent", "buffer (peak)")
+	for done := false; !done; {
+		select {
+		case <-tick.C:
+		case <-runCtx.Done():
+			done = true
+		}
+		k.mu.Lock()
+		if k.sentN > 0 || k.recvN > 0 || !done {
+			fmt.Fprintf(w, "%8v %10d %10d %7d (%d)\n", time.Since(k.start).Round(time.Millisecond), k.recvN, k.sentN, c.Len(), k.peak)
+		}
+		k.sentN, k.recvN, k.peak = 0, 0, c.Len()
+		k.mu.Unlock()
+	}
 }

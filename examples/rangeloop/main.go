@@ -68,14 +68,10 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg := defaultConfig
 	fs := flag.NewFlagSet("rangeloop", flag.ContinueOnError)
 	fs.IntVar(&cfg.Items, "items", cfg.Items, "items in the loop")
-	rate := fs.String("rate", "5/s", "the most items in any window: N/unit or N/duration, such as 5/s or 2/1500ms")
-	check := func() (err error) {
-		if cfg.Limit, cfg.Window, err = cliflag.Rate("rate", *rate, 1000); err != nil {
-			return err
-		}
-		return cfg.validate()
-	}
-	return cliflag.Main(fs, args, usageText, stdout, stderr, check, func() error { _, err := run(ctx, stdout, cfg); return err })
+	readRate := cliflag.RateVar(fs, &cfg.Limit, &cfg.Window, 1000, "rate", "5/s", "the most items in any window: N/unit or N/duration, such as 5/s or 2/1500ms")
+	return cliflag.Main(fs, args, usageText, stdout, stderr,
+		cliflag.InOrder(readRate, func() error { return cfg.validate() }),
+		func() error { _, err := run(ctx, stdout, cfg); return err })
 }
 
 // validate says which setting is wrong, by its flag's name, and why.

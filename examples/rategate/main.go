@@ -68,15 +68,11 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("rategate", flag.ContinueOnError)
 	fs.IntVar(&cfg.Iterations, "iterations", cfg.Iterations, "how many times the action runs")
 	fs.DurationVar(&cfg.Action, "action", cfg.Action, "how long one action takes")
-	rate := fs.String("rate", "2/s", "the most starts in any window: N/unit or N/duration, such as 2/s or 3/1500ms")
+	readRate := cliflag.RateVar(fs, &cfg.Limit, &cfg.Window, 1000, "rate", "2/s", "the most starts in any window: N/unit or N/duration, such as 2/s or 3/1500ms")
 	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "the parallel run's workers")
-	check := func() (err error) {
-		if cfg.Limit, cfg.Window, err = cliflag.Rate("rate", *rate, 1000); err != nil {
-			return err
-		}
-		return cfg.validate()
-	}
-	return cliflag.Main(fs, args, usageText, stdout, stderr, check, func() error { _, err := run(ctx, stdout, cfg); return err })
+	return cliflag.Main(fs, args, usageText, stdout, stderr,
+		cliflag.InOrder(readRate, func() error { return cfg.validate() }),
+		func() error { _, err := run(ctx, stdout, cfg); return err })
 }
 
 // validate says which setting is wrong, by its flag's name, and why.

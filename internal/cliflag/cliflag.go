@@ -91,16 +91,35 @@ func Positive(flagName string, d time.Duration) error {
 	return nil
 }
 
-// Rate reads the value of a rate flag, N/unit or N/duration as
-// limiter.ParseRate reads it ("5/s", "3/1500ms"), as n events per period.
-// An error names the flag. n is at most most+1, so that a count too large
-// for an int still compares as over a bound of most.
-func Rate(flagName, value string, most int) (n int, period time.Duration, err error) {
-	r, err := limiter.ParseRate(value)
-	if err != nil {
-		return 0, 0, fmt.Errorf("bad -%s: %w", flagName, err)
+// RateVar defines a rate flag with the given name, default value and usage:
+// a string, N/unit or N/duration as limiter.ParseRate reads it ("5/s",
+// "3/1500ms"). It returns the check that, once the flags are parsed, reads
+// the value into *n events per *period, or says "bad -name: " and why.
+// *n is at most most+1, so that a count too large for an int still
+// compares as over a bound of most.
+func RateVar(fs *flag.FlagSet, n *int, period *time.Duration, most int, name, value, usage string) (check func() error) {
+	s := fs.String(name, value, usage)
+	return func() error {
+		r, err := limiter.ParseRate(*s)
+		if err != nil {
+			return fmt.Errorf("bad -%s: %w", name, err)
+		}
+		*n, *period = int(min(r.Events(), int64(most)+1)), r.Period()
+		return nil
 	}
-	return int(min(r.Events(), int64(most)+1)), r.Period(), nil
+}
+
+// InOrder returns a check that runs checks one after the other, up to the
+// first that fails, and returns its error.
+func InOrder(checks ...func() error) func() error {
+	return func() error {
+		for _, c := range checks {
+			if err := c(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }
 
 // Cond is a requirement on one flag's value, for RequirePositive: OK

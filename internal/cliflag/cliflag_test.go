@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -107,25 +108,56 @@ func TestMainExits(t *testing.T) {
 	}
 }
 
-func TestRate(t *testing.T) {
+func TestRateVar(t *testing.T) {
 	for _, tc := range []struct {
-		value  string
+		args   []string
 		n      int
 		period time.Duration
 		err    string
 	}{
-		{"5/s", 5, time.Second, ""},
-		{"3/1500ms", 3, 1500 * time.Millisecond, ""},
-		{"1000/s", 1000, time.Second, ""},
-		{"5000/s", 1001, time.Second, ""},                 // capped at most+1
-		{"99999999999999/s", 1001, time.Second, ""},       // more than an int32
-		{"5", 0, 0, `bad -rate: limiter: parse rate "5"`}, // names the flag
-		{"0/s", 0, 0, `bad -rate: limiter: parse rate "0/s"`},
+		{nil, 7, time.Second, ""}, // the default
+		{[]string{"-rate", "5/s"}, 5, time.Second, ""},
+		{[]string{"-rate", "3/1500ms"}, 3, 1500 * time.Millisecond, ""},
+		{[]string{"-rate", "1000/s"}, 1000, time.Second, ""},
+		{[]string{"-rate", "5000/s"}, 1001, time.Second, ""},           // capped at most+1
+		{[]string{"-rate", "99999999999999/s"}, 1001, time.Second, ""}, // more than an int32
+		{[]string{"-rate", "5"}, 0, 0, `bad -rate: limiter: parse rate "5"`},
+		{[]string{"-rate", "0/s"}, 0, 0, `bad -rate: limiter: parse rate "0/s"`},
 	} {
-		n, period, err := Rate("rate", tc.value, 1000)
-		if n != tc.n || period != tc.period || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
-			t.Errorf("Rate(%q) = %d, %v, %v; want %d, %v, %q", tc.value, n, period, err, tc.n, tc.period, tc.err)
+		fs := flag.NewFlagSet("prog", flag.ContinueOnError)
+		var n int
+		var period time.Duration
+		check := RateVar(fs, &n, &period, 1000, "rate", "7/s", "the rate")
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
 		}
+		err := check()
+		if n != tc.n || period != tc.period || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%q: %d, %v, %v; want %d, %v, %q", tc.args, n, period, err, tc.n, tc.period, tc.err)
+		}
+	}
+	// -h shows it as the string it is, with its default.
+	fs := flag.NewFlagSet("prog", flag.ContinueOnError)
+	RateVar(fs, new(int), new(time.Duration), 10, "rate", "7/s", "the rate")
+	var usage bytes.Buffer
+	fs.SetOutput(&usage)
+	fs.PrintDefaults()
+	if want := "  -rate string\n    \tthe rate (default \"7/s\")\n"; usage.String() != want {
+		t.Errorf("usage %q, want %q", usage.String(), want)
+	}
+}
+
+func TestInOrder(t *testing.T) {
+	var ran []int
+	step := func(i int, err error) func() error {
+		return func() error { ran = append(ran, i); return err }
+	}
+	bad := errors.New("bad")
+	if err := InOrder(step(1, nil), step(2, bad), step(3, errors.New("not reached")))(); err != bad || !slices.Equal(ran, []int{1, 2}) {
+		t.Errorf("InOrder = %v after %v; want bad after 1 and 2", err, ran)
+	}
+	if err := InOrder()(); err != nil {
+		t.Errorf("InOrder of none = %v", err)
 	}
 }
 

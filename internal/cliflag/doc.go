@@ -4,6 +4,6 @@
 // message that names the flag and what was expected; a run that fails
 // exits 1 with its error. Main is that whole sequence; Parse, ParseArgs and
 // UsageError are its steps, for a program that needs its own; InRange,
-// Positive, RequirePositive and Rate check and read flags' values with
-// messages that name the flag.
+// Positive and RequirePositive check flags' values, and RateVar reads a
+// rate flag, with messages that name the flag; InOrder chains checks.
 package cliflag
