@@ -36,6 +36,9 @@ type SlidingWindow struct {
 	p slidingWindow
 }
 
+// slidingWindow is the policy of SlidingWindow and of SlidingLog, which is a
+// sliding window of one segment per nanosecond: its segments are the
+// instants of its grants.
 type slidingWindow struct {
 	limit, window, segs int64
 	log                 grantLog // keyed by segment: the segments holding grants
@@ -70,6 +73,9 @@ func NewSlidingWindow(opts SlidingWindowOptions) (*SlidingWindow, error) {
 // segOf returns the segment holding instant t >= 0: floor(t·segs/window),
 // which is at most t since segs <= window, so it fits.
 func (p *slidingWindow) segOf(t int64) int64 {
+	if p.segs == p.window {
+		return t // a log: one segment per nanosecond
+	}
 	j, _ := mulDiv(t, p.segs, p.window)
 	return j
 }
@@ -80,6 +86,9 @@ func (p *slidingWindow) segOf(t int64) int64 {
 func (p *slidingWindow) leaves(j int64) int64 {
 	if j > math.MaxInt64-p.segs {
 		return math.MaxInt64
+	}
+	if p.segs == p.window {
+		return j + p.segs
 	}
 	t, ok := mulDivCeil(j+p.segs, p.window, p.segs)
 	if !ok {
@@ -118,7 +127,8 @@ func (p *slidingWindow) take(now int64, n int) (bool, int64) {
 
 // untake exactly undoes a successful take(now, n) made under the same hold
 // of base.mu with nothing in between: the permits come out of the current
-// segment, where take put them.
+// segment (the newest entry), where take put them, and the entry goes if
+// that empties it.
 func (p *slidingWindow) untake(_ int64, n int) { p.log.untake(int64(n)) }
 
 func (p *slidingWindow) maxRequest() int64 { return p.limit }

@@ -13,7 +13,6 @@ type limitPolicy interface {
 
 func (p *fixedWindow) limitRef() *int64   { return &p.limit }
 func (p *slidingWindow) limitRef() *int64 { return &p.limit }
-func (p *slidingLog) limitRef() *int64    { return &p.limit }
 
 // Limit returns the current limit per window.
 func (w *windowed) Limit() int {
