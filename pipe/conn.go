@@ -198,10 +198,11 @@ type Listener struct {
 	opts ListenerOptions
 }
 
-// NewListener wraps l. It fails only for a nil l.
+// NewListener wraps l. It fails only for a nil l, with an error that wraps
+// ErrNilStream.
 func NewListener(l net.Listener, opts ListenerOptions) (*Listener, error) {
 	if l == nil {
-		return nil, errors.New("pipe: nil listener")
+		return nil, fmt.Errorf("pipe: NewListener: nil net.Listener: %w", ErrNilStream)
 	}
 	return &Listener{Listener: l, opts: opts}, nil
 }

@@ -307,3 +307,12 @@ func TestConnConcurrentWrites(t *testing.T) {
 		}
 	})
 }
+
+// A nil net.Listener is the one thing NewListener refuses, with the
+// package's nil-stream error.
+func TestNewListenerNil(t *testing.T) {
+	ln, err := NewListener(nil, ListenerOptions{})
+	if ln != nil || !errors.Is(err, ErrNilStream) {
+		t.Fatalf("NewListener(nil) = %v, %v; want nil and an error wrapping ErrNilStream", ln, err)
+	}
+}

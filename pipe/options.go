@@ -15,7 +15,8 @@ var (
 	// net.Conn does.)
 	ErrClosed = fmt.Errorf("pipe: stream closed: %w", limiter.ErrClosed)
 	// ErrNilStream is returned by every call on a Reader or Writer made
-	// around a nil io.Reader or io.Writer.
+	// around a nil io.Reader or io.Writer, and wrapped by the error of
+	// NewListener given a nil net.Listener.
 	ErrNilStream = errors.New("pipe: nil reader or writer")
 )
 
