@@ -296,7 +296,7 @@ func (p *Pool) nextKeyJob() (job, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for s.first != nil {
-		if !p.reserveWorker() {
+		if !p.reserve(p.workers) {
 			return job{}, false
 		}
 		if j, ok := p.tryKey(s.popReady()); ok {
@@ -310,22 +310,6 @@ func (p *Pool) nextKeyJob() (job, bool) {
 		p.wakeWaiter()
 	}
 	return job{}, false
-}
-
-// reserveWorker takes a worker slot if fewer than Workers are taken: unlike
-// reserve it never counts on Options.Queue, so a keyed task is granted only
-// when a worker will start it at once.
-func (p *Pool) reserveWorker() bool {
-	for {
-		s := p.state.Load()
-		if s&activeMask >= p.workers {
-			return false
-		}
-		if p.state.CompareAndSwap(s, s+1) {
-			p.spawn(s & activeMask)
-			return true
-		}
-	}
 }
 
 // tryKey asks k's limiter for its head, with s.mu released while it asks,

@@ -368,12 +368,14 @@ func (p *Pool) lifeErr() error {
 	return context.Cause(p.life)
 }
 
-// reserve takes a worker slot if one is free, starting a worker goroutine
-// when the reserved slots outnumber them.
-func (p *Pool) reserve() bool {
+// reserve takes a slot if fewer than limit are taken, starting a worker
+// goroutine when the reserved slots outnumber them. Go reserves up to
+// capacity (Workers plus Options.Queue); a keyed task up to Workers, so that
+// it is granted only when a worker will start it at once.
+func (p *Pool) reserve(limit int64) bool {
 	for {
 		s := p.state.Load()
-		if s&activeMask >= p.capacity {
+		if s&activeMask >= limit {
 			return false
 		}
 		if p.state.CompareAndSwap(s, s+1) {
@@ -426,7 +428,7 @@ const (
 // waitSlot waits until reserve succeeds, ctx ends or the pool's life ends.
 func (p *Pool) waitSlot(ctx context.Context) error {
 	for i := range p.spins {
-		if p.reserve() {
+		if p.reserve(p.capacity) {
 			return nil
 		}
 		if i%yieldEvery == yieldEvery-1 {
@@ -437,7 +439,7 @@ func (p *Pool) waitSlot(ctx context.Context) error {
 	p.waiters.Add(1)
 	defer p.waiters.Add(-1)
 	for {
-		if p.reserve() {
+		if p.reserve(p.capacity) {
 			// Pass the wake-up on: another waiter may fit too.
 			if p.state.Load()&activeMask < p.capacity {
 				select {
