@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rategate/rategate/internal/clitest"
 	"go.uber.org/goleak"
 )
 
@@ -58,11 +59,7 @@ func TestCrawl(t *testing.T) {
 	if res.Elapsed > 20*time.Second {
 		t.Errorf("the crawl took %v", res.Elapsed)
 	}
-	for _, line := range []string{"most requests in any 500ms window", "(limit 3)", "Fetched 30 pages in"} {
-		if !strings.Contains(out.String(), line) {
-			t.Errorf("output lacks %q", line)
-		}
-	}
+	clitest.Contains(t, out.String(), "most requests in any 500ms window", "(limit 3)", "Fetched 30 pages in")
 }
 
 // checkHost checks one server's record: every page fetched once, the most

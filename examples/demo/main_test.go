@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/rategate/rategate/internal/clitest"
 	"go.uber.org/goleak"
 )
 
@@ -84,15 +84,11 @@ func checkBounds(t *testing.T, cfg config, res result, out string) {
 	if res.PeakInFlight != cfg.Slots {
 		t.Errorf("peak in flight %d, want exactly the bound %d", res.PeakInFlight, cfg.Slots)
 	}
-	for _, line := range []string{
+	clitest.Contains(t, out,
 		fmt.Sprintf("Most grants in any %v window: %d (bound %d).", cfg.Window, cfg.Limit, cfg.Limit),
 		fmt.Sprintf("Peak in flight: %d (bound %d).", cfg.Slots, cfg.Slots),
 		"TryAcquire: granted",
-	} {
-		if !strings.Contains(out, line) {
-			t.Errorf("output lacks %q", line)
-		}
-	}
+	)
 }
 
 // TestCLI runs the command line as a user would type it: -h answers with the
@@ -100,37 +96,20 @@ func checkBounds(t *testing.T, cfg config, res result, out string) {
 // status 2 and a message that names what was wrong; a good command line
 // runs (on a virtual clock) and succeeds.
 func TestCLI(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		code int
-		out  string // in stdout
-		err  string // in stderr
-	}{
-		{[]string{"-h"}, 0, "Usage: demo [flags]", ""},
-		{[]string{"-help"}, 0, "-callers int", ""},
-		{[]string{"--bogus"}, 2, "", "flag provided but not defined: -bogus"},
-		{[]string{"extra"}, 2, "", `unexpected argument "extra": it takes only flags`},
-		{[]string{"-limit", "5", "extra"}, 2, "", `unexpected argument "extra"`},
-		{[]string{"-limit", "five"}, 2, "", `invalid value "five" for flag -limit`},
-		{[]string{"-window", "0s"}, 2, "", "-window must be a positive duration such as 100ms, got 0s"},
-		{[]string{"-limit", "0"}, 2, "", "-limit must be from 1 to 1000, got 0"},
-		{[]string{"-callers", "-3", "-work", "-1s"}, 2, "", "-callers must be from 1 to 10000, got -3\n-work must be a positive duration such as 100ms, got -1s"},
-		{[]string{"-burst", "0"}, 2, "", "-burst must be from 1 to 1000, got 0"},
-		{[]string{"-refill", "0"}, 2, "", "-refill must be from 1 to 1000, got 0"},
-		{[]string{"-slots", "0"}, 2, "", "-slots must be from 1 to 1000, got 0"},
-		{[]string{"-tasks", "100000"}, 2, "", "-tasks must be from 1 to 10000, got 100000"},
-		{[]string{"-limit", "2", "-callers", "5", "-slots", "1", "-tasks", "2"}, 0, "Most grants in any 1s window: 2 (bound 2). All 5 took 2000 ms", ""},
-	} {
-		synctest.Test(t, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			code := cli(t.Context(), tc.args, &stdout, &stderr)
-			if code != tc.code || !strings.Contains(stdout.String(), tc.out) || !strings.Contains(stderr.String(), tc.err) {
-				t.Errorf("demo %q: status %d, stdout %q, stderr %q; want status %d, %q in stdout, %q in stderr",
-					tc.args, code, stdout.String(), stderr.String(), tc.code, tc.out, tc.err)
-			}
-			if tc.code == 2 && (stdout.Len() > 0 || !strings.HasSuffix(stderr.String(), "Run 'demo -h' for usage.\n")) {
-				t.Errorf("demo %q: stdout %q, stderr %q; want nothing on stdout and a pointer to -h", tc.args, stdout.String(), stderr.String())
-			}
-		})
-	}
+	clitest.Run(t, "demo", cli, []clitest.Case{
+		{Args: []string{"-h"}, Out: "Usage: demo [flags]"},
+		{Args: []string{"-help"}, Out: "-callers int"},
+		{Args: []string{"--bogus"}, Code: 2, Err: "flag provided but not defined: -bogus"},
+		{Args: []string{"extra"}, Code: 2, Err: `unexpected argument "extra": it takes only flags`},
+		{Args: []string{"-limit", "5", "extra"}, Code: 2, Err: `unexpected argument "extra"`},
+		{Args: []string{"-limit", "five"}, Code: 2, Err: `invalid value "five" for flag -limit`},
+		{Args: []string{"-window", "0s"}, Code: 2, Err: "-window must be a positive duration such as 100ms, got 0s"},
+		{Args: []string{"-limit", "0"}, Code: 2, Err: "-limit must be from 1 to 1000, got 0"},
+		{Args: []string{"-callers", "-3", "-work", "-1s"}, Code: 2, Err: "-callers must be from 1 to 10000, got -3\n-work must be a positive duration such as 100ms, got -1s"},
+		{Args: []string{"-burst", "0"}, Code: 2, Err: "-burst must be from 1 to 1000, got 0"},
+		{Args: []string{"-refill", "0"}, Code: 2, Err: "-refill must be from 1 to 1000, got 0"},
+		{Args: []string{"-slots", "0"}, Code: 2, Err: "-slots must be from 1 to 1000, got 0"},
+		{Args: []string{"-tasks", "100000"}, Code: 2, Err: "-tasks must be from 1 to 10000, got 100000"},
+		{Args: []string{"-limit", "2", "-callers", "5", "-slots", "1", "-tasks", "2"}, Out: "Most grants in any 1s window: 2 (bound 2). All 5 took 2000 ms"},
+	})
 }

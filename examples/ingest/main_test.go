@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/rategate/rategate/internal/clitest"
 	"github.com/rategate/rategate/limiter"
 	"go.uber.org/goleak"
 )
@@ -50,14 +50,10 @@ func TestIngest(t *testing.T) {
 		if res.Limited != want {
 			t.Errorf("rate-limited: %+v, want %+v", res.Limited, want)
 		}
-		for _, line := range []string{
+		clitest.Contains(t, out.String(),
 			"      naive        30,000      20,000       5  4.00 s\n",
 			"rate-limited        10,000           0       1  5.24 s\n",
-		} {
-			if !strings.Contains(out.String(), line) {
-				t.Errorf("output lacks %q", line)
-			}
-		}
+		)
 	})
 }
 
@@ -153,43 +149,26 @@ func TestThousands(t *testing.T) {
 // status 2 and a message that names what was wrong; a good command line
 // runs (on a virtual clock) and succeeds.
 func TestCLI(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		code int
-		out  string // in stdout
-		err  string // in stderr
-	}{
-		{[]string{"-h"}, 0, "Usage: ingest [flags]", ""},
-		{[]string{"-help"}, 0, "-client-rate int", ""},
-		{[]string{"-bogus"}, 2, "", "flag provided but not defined: -bogus"},
-		{[]string{"extra"}, 2, "", `unexpected argument "extra"`},
-		{[]string{"-records", "100", "extra"}, 2, "", `unexpected argument "extra"`},
-		{[]string{"-records", "abc"}, 2, "", `invalid value "abc" for flag -records`},
-		{[]string{"-records", "0"}, 2, "", "-records must be from 1 to 10,000,000, got 0"},
-		{[]string{"-records", "20000000"}, 2, "", "-records must be from 1 to 10,000,000"},
-		{[]string{"-units", "0"}, 2, "", "-units must be at least 1, got 0"},
-		{[]string{"-store-rate", "5"}, 2, "", "-store-rate must be at least a record's -units (10)"},
-		{[]string{"-client-rate", "-1"}, 2, "", "-client-rate must be at least 1 unit a second, got -1"},
-		{[]string{"-burst", "9"}, 2, "", "-burst must be at least a record's -units (10)"},
-		{[]string{"-retry", "0s"}, 2, "", "-retry must be a positive duration"},
-		{[]string{"-retry", "soon"}, 2, "", `invalid value "soon" for flag -retry`},
-		{[]string{"-records", "100", "-store-rate", "200", "-client-rate", "200", "-burst", "10"}, 0, "rate-limited           100           0       1  4.95 s", ""},
-		{[]string{"-h"}, 0, "-distributed", ""},
-		{[]string{"-distributed", "-processes", "0"}, 2, "", "-processes must be from 1 to 64, got 0"},
-		{[]string{"-distributed", "-partitions", "0"}, 2, "", "-partitions must be from 1 to 1024, got 0"},
-		{[]string{"-distributed", "-lease-ttl", "1ms"}, 2, "", "-lease-ttl must be at least 30ms, got 1ms"},
-		{[]string{"-distributed", "-burst", "10", "-partitions", "16"}, 2, "", "-burst must be at least -partitions (16)"},
-	} {
-		synctest.Test(t, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			code := cli(t.Context(), tc.args, &stdout, &stderr)
-			if code != tc.code || !strings.Contains(stdout.String(), tc.out) || !strings.Contains(stderr.String(), tc.err) {
-				t.Errorf("ingest %q: status %d, stdout %q, stderr %q; want status %d, %q in stdout, %q in stderr",
-					tc.args, code, stdout.String(), stderr.String(), tc.code, tc.out, tc.err)
-			}
-			if tc.code == 2 && (stdout.Len() > 0 || !strings.Contains(stderr.String(), "Run 'ingest -h' for usage.")) {
-				t.Errorf("ingest %q: stdout %q, stderr %q; want nothing on stdout and a pointer to -h", tc.args, stdout.String(), stderr.String())
-			}
-		})
-	}
+	clitest.Run(t, "ingest", cli, []clitest.Case{
+		{Args: []string{"-h"}, Out: "Usage: ingest [flags]"},
+		{Args: []string{"-help"}, Out: "-client-rate int"},
+		{Args: []string{"-bogus"}, Code: 2, Err: "flag provided but not defined: -bogus"},
+		{Args: []string{"extra"}, Code: 2, Err: `unexpected argument "extra"`},
+		{Args: []string{"-records", "100", "extra"}, Code: 2, Err: `unexpected argument "extra"`},
+		{Args: []string{"-records", "abc"}, Code: 2, Err: `invalid value "abc" for flag -records`},
+		{Args: []string{"-records", "0"}, Code: 2, Err: "-records must be from 1 to 10,000,000, got 0"},
+		{Args: []string{"-records", "20000000"}, Code: 2, Err: "-records must be from 1 to 10,000,000"},
+		{Args: []string{"-units", "0"}, Code: 2, Err: "-units must be at least 1, got 0"},
+		{Args: []string{"-store-rate", "5"}, Code: 2, Err: "-store-rate must be at least a record's -units (10)"},
+		{Args: []string{"-client-rate", "-1"}, Code: 2, Err: "-client-rate must be at least 1 unit a second, got -1"},
+		{Args: []string{"-burst", "9"}, Code: 2, Err: "-burst must be at least a record's -units (10)"},
+		{Args: []string{"-retry", "0s"}, Code: 2, Err: "-retry must be a positive duration"},
+		{Args: []string{"-retry", "soon"}, Code: 2, Err: `invalid value "soon" for flag -retry`},
+		{Args: []string{"-records", "100", "-store-rate", "200", "-client-rate", "200", "-burst", "10"}, Out: "rate-limited           100           0       1  4.95 s"},
+		{Args: []string{"-h"}, Out: "-distributed"},
+		{Args: []string{"-distributed", "-processes", "0"}, Code: 2, Err: "-processes must be from 1 to 64, got 0"},
+		{Args: []string{"-distributed", "-partitions", "0"}, Code: 2, Err: "-partitions must be from 1 to 1024, got 0"},
+		{Args: []string{"-distributed", "-lease-ttl", "1ms"}, Code: 2, Err: "-lease-ttl must be at least 30ms, got 1ms"},
+		{Args: []string{"-distributed", "-burst", "10", "-partitions", "16"}, Code: 2, Err: "-burst must be at least -partitions (16)"},
+	})
 }

@@ -2,11 +2,11 @@ package main
 
 import (
 	"bytes"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/rategate/rategate/internal/clitest"
 	"go.uber.org/goleak"
 )
 
@@ -118,11 +118,7 @@ func checkRun(t *testing.T, cfg config, res result, out string) {
 		t.Errorf("sent %d (per producer %d), received %d, drained %d: every item sent must be received once",
 			len(res.Sent), total, len(res.Received), res.Drained)
 	}
-	for _, line := range []string{"Permits still held: 0.", "buffer (peak)"} {
-		if !strings.Contains(out, line) {
-			t.Errorf("output lacks %q", line)
-		}
-	}
+	clitest.Contains(t, out, "Permits still held: 0.", "buffer (peak)")
 }
 
 // TestCLI runs the command line as a user would type it: -h answers with the
@@ -130,38 +126,21 @@ func checkRun(t *testing.T, cfg config, res result, out string) {
 // status 2 and a message that names what was wrong; a good command line
 // runs (on a virtual clock) and succeeds.
 func TestCLI(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		code int
-		out  string // in stdout
-		err  string // in stderr
-	}{
-		{[]string{"-h"}, 0, "Usage: producers [flags]", ""},
-		{[]string{"-help"}, 0, "-buffer int", ""},
-		{[]string{"-bogus"}, 2, "", "flag provided but not defined: -bogus"},
-		{[]string{"extra"}, 2, "", `unexpected argument "extra": it takes only flags`},
-		{[]string{"-producers", "0"}, 2, "", "-producers must be from 1 to 1000, got 0"},
-		{[]string{"-producers", "x"}, 2, "", `invalid value "x" for flag -producers`},
-		{[]string{"-buffer", "0"}, 2, "", "-buffer must be from 1 to 100000, got 0"},
-		{[]string{"-rate", "100"}, 2, "", `bad -rate: limiter: parse rate "100": want N/unit or N/duration, as in 100/s`},
-		{[]string{"-rate", "0/s"}, 2, "", `count "0" is not a positive integer`},
-		{[]string{"-rate", "200000/s"}, 2, "", "-rate must allow from 1 to 100000 items per period, got 100001"},
-		{[]string{"-rate", "5/ms"}, 2, "", "-rate's period must be at least 10ms (it is also the report interval), got 1ms"},
-		{[]string{"-rate", "5/10ms", "-duration", "1h"}, 2, "", "-duration must be at most 1000 periods of -rate (10ms), got 1h0m0s"},
-		{[]string{"-duration", "0s"}, 2, "", "-duration must be a positive duration such as 100ms, got 0s"},
-		{[]string{"-fast", "-1ms"}, 2, "", "-fast and -slow must not be negative, got -1ms and 20ms"},
-		{[]string{"-producers", "2", "-rate", "10/s", "-buffer", "3", "-duration", "2s", "-slow", "500ms"}, 0, "Most sends in any 1s: 10 (limit 10). Peak buffer: 3 (limit 3). Permits still held: 0.", ""},
-	} {
-		synctest.Test(t, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			code := cli(t.Context(), tc.args, &stdout, &stderr)
-			if code != tc.code || !strings.Contains(stdout.String(), tc.out) || !strings.Contains(stderr.String(), tc.err) {
-				t.Errorf("producers %q: status %d, stdout %q, stderr %q; want status %d, %q in stdout, %q in stderr",
-					tc.args, code, stdout.String(), stderr.String(), tc.code, tc.out, tc.err)
-			}
-			if tc.code == 2 && (stdout.Len() > 0 || !strings.HasSuffix(stderr.String(), "Run 'producers -h' for usage.\n")) {
-				t.Errorf("producers %q: stdout %q, stderr %q; want nothing on stdout and a pointer to -h", tc.args, stdout.String(), stderr.String())
-			}
-		})
-	}
+	clitest.Run(t, "producers", cli, []clitest.Case{
+		{Args: []string{"-h"}, Out: "Usage: producers [flags]"},
+		{Args: []string{"-help"}, Out: "-buffer int"},
+		{Args: []string{"-bogus"}, Code: 2, Err: "flag provided but not defined: -bogus"},
+		{Args: []string{"extra"}, Code: 2, Err: `unexpected argument "extra": it takes only flags`},
+		{Args: []string{"-producers", "0"}, Code: 2, Err: "-producers must be from 1 to 1000, got 0"},
+		{Args: []string{"-producers", "x"}, Code: 2, Err: `invalid value "x" for flag -producers`},
+		{Args: []string{"-buffer", "0"}, Code: 2, Err: "-buffer must be from 1 to 100000, got 0"},
+		{Args: []string{"-rate", "100"}, Code: 2, Err: `bad -rate: limiter: parse rate "100": want N/unit or N/duration, as in 100/s`},
+		{Args: []string{"-rate", "0/s"}, Code: 2, Err: `count "0" is not a positive integer`},
+		{Args: []string{"-rate", "200000/s"}, Code: 2, Err: "-rate must allow from 1 to 100000 items per period, got 100001"},
+		{Args: []string{"-rate", "5/ms"}, Code: 2, Err: "-rate's period must be at least 10ms (it is also the report interval), got 1ms"},
+		{Args: []string{"-rate", "5/10ms", "-duration", "1h"}, Code: 2, Err: "-duration must be at most 1000 periods of -rate (10ms), got 1h0m0s"},
+		{Args: []string{"-duration", "0s"}, Code: 2, Err: "-duration must be a positive duration such as 100ms, got 0s"},
+		{Args: []string{"-fast", "-1ms"}, Code: 2, Err: "-fast and -slow must not be negative, got -1ms and 20ms"},
+		{Args: []string{"-producers", "2", "-rate", "10/s", "-buffer", "3", "-duration", "2s", "-slow", "500ms"}, Out: "Most sends in any 1s: 10 (limit 10). Peak buffer: 3 (limit 3). Permits still held: 0."},
+	})
 }

@@ -5,11 +5,11 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/rategate/rategate/internal/clitest"
 	"go.uber.org/goleak"
 )
 
@@ -32,18 +32,14 @@ func TestRangeLoop(t *testing.T) {
 			t.Errorf("the loop took %v, want 3s", elapsed)
 		}
 		check(t, defaultConfig, res)
-		for _, line := range []string{
+		clitest.Contains(t, out.String(),
 			"  item  1 at  0.000 s\n",
 			"  item  5 at  0.000 s\n",
 			"  item  6 at  1.000 s\n",
 			"  item 16 at  3.000 s\n",
 			"  item 20 at  3.000 s\n",
 			"20 items in 3.000 s; most in any 1s window: 5 (limit 5).\n",
-		} {
-			if !strings.Contains(out.String(), line) {
-				t.Errorf("output lacks %q", line)
-			}
-		}
+		)
 	})
 }
 
@@ -100,36 +96,19 @@ func TestRangeLoopDeadline(t *testing.T) {
 // status 2 and a message that names what was wrong; a good command line
 // runs (on a virtual clock) and succeeds.
 func TestCLI(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		code int
-		out  string // in stdout
-		err  string // in stderr
-	}{
-		{[]string{"-h"}, 0, "Usage: rangeloop [flags]", ""},
-		{[]string{"--help"}, 0, "-rate string", ""},
-		{[]string{"-bogus"}, 2, "", "flag provided but not defined: -bogus"},
-		{[]string{"extra"}, 2, "", `unexpected argument "extra": it takes only flags`},
-		{[]string{"-items", "3", "extra"}, 2, "", `unexpected argument "extra"`},
-		{[]string{"-items", "many"}, 2, "", `invalid value "many" for flag -items`},
-		{[]string{"-items", "0"}, 2, "", "-items must be from 1 to 1000, got 0"},
-		{[]string{"-items", "1001"}, 2, "", "-items must be from 1 to 1000, got 1001"},
-		{[]string{"-rate", "5"}, 2, "", `bad -rate: limiter: parse rate "5": want N/unit or N/duration, as in 100/s`},
-		{[]string{"-rate", "5/fortnight"}, 2, "", `unknown unit "fortnight"`},
-		{[]string{"-rate", "0/s"}, 2, "", `bad -rate: limiter: parse rate "0/s": count "0" is not a positive integer`},
-		{[]string{"-rate", "5000/s"}, 2, "", "-rate must let at most 1000 items through per window, got 1001"},
-		{[]string{"-items", "7", "-rate", "3/500ms"}, 0, "  item  7 at  1.000 s\n7 items in 1.000 s; most in any 500ms window: 3 (limit 3).", ""},
-	} {
-		synctest.Test(t, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			code := cli(t.Context(), tc.args, &stdout, &stderr)
-			if code != tc.code || !strings.Contains(stdout.String(), tc.out) || !strings.Contains(stderr.String(), tc.err) {
-				t.Errorf("rangeloop %q: status %d, stdout %q, stderr %q; want status %d, %q in stdout, %q in stderr",
-					tc.args, code, stdout.String(), stderr.String(), tc.code, tc.out, tc.err)
-			}
-			if tc.code == 2 && (stdout.Len() > 0 || !strings.HasSuffix(stderr.String(), "Run 'rangeloop -h' for usage.\n")) {
-				t.Errorf("rangeloop %q: stdout %q, stderr %q; want nothing on stdout and a pointer to -h", tc.args, stdout.String(), stderr.String())
-			}
-		})
-	}
+	clitest.Run(t, "rangeloop", cli, []clitest.Case{
+		{Args: []string{"-h"}, Out: "Usage: rangeloop [flags]"},
+		{Args: []string{"--help"}, Out: "-rate string"},
+		{Args: []string{"-bogus"}, Code: 2, Err: "flag provided but not defined: -bogus"},
+		{Args: []string{"extra"}, Code: 2, Err: `unexpected argument "extra": it takes only flags`},
+		{Args: []string{"-items", "3", "extra"}, Code: 2, Err: `unexpected argument "extra"`},
+		{Args: []string{"-items", "many"}, Code: 2, Err: `invalid value "many" for flag -items`},
+		{Args: []string{"-items", "0"}, Code: 2, Err: "-items must be from 1 to 1000, got 0"},
+		{Args: []string{"-items", "1001"}, Code: 2, Err: "-items must be from 1 to 1000, got 1001"},
+		{Args: []string{"-rate", "5"}, Code: 2, Err: `bad -rate: limiter: parse rate "5": want N/unit or N/duration, as in 100/s`},
+		{Args: []string{"-rate", "5/fortnight"}, Code: 2, Err: `unknown unit "fortnight"`},
+		{Args: []string{"-rate", "0/s"}, Code: 2, Err: `bad -rate: limiter: parse rate "0/s": count "0" is not a positive integer`},
+		{Args: []string{"-rate", "5000/s"}, Code: 2, Err: "-rate must let at most 1000 items through per window, got 1001"},
+		{Args: []string{"-items", "7", "-rate", "3/500ms"}, Out: "  item  7 at  1.000 s\n7 items in 1.000 s; most in any 500ms window: 3 (limit 3)."},
+	})
 }
