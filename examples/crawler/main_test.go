@@ -34,12 +34,7 @@ func TestCrawl(t *testing.T) {
 		Margin:  200 * time.Millisecond,
 		Latency: 5 * time.Millisecond,
 	}
-	var out bytes.Buffer
-	res, err := run(t.Context(), &out, cfg)
-	t.Log("\n" + out.String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, out := clitest.MustRun(t, run, cfg)
 	if len(res.Hosts) != cfg.Hosts {
 		t.Fatalf("%d hosts reported, want %d", len(res.Hosts), cfg.Hosts)
 	}
@@ -59,7 +54,7 @@ func TestCrawl(t *testing.T) {
 	if res.Elapsed > 20*time.Second {
 		t.Errorf("the crawl took %v", res.Elapsed)
 	}
-	clitest.Contains(t, out.String(), "most requests in any 500ms window", "(limit 3)", "Fetched 30 pages in")
+	clitest.Contains(t, out, "most requests in any 500ms window", "(limit 3)", "Fetched 30 pages in")
 }
 
 // checkHost checks one server's record: every page fetched once, the most

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 	"testing"
@@ -21,15 +20,10 @@ func TestMain(m *testing.M) {
 func TestDemo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := defaultConfig
-		var out bytes.Buffer
 		start := time.Now()
-		res, err := run(t.Context(), &out, cfg)
+		res, out := clitest.MustRun(t, run, cfg)
 		elapsed := time.Since(start)
-		t.Log("\n" + out.String())
-		if err != nil {
-			t.Fatalf("run: %v", err)
-		}
-		checkBounds(t, cfg, res, out.String())
+		checkBounds(t, cfg, res, out)
 
 		// Saturated, each limiter works at its bound: 5 a second for 20
 		// grants is 3 s; one RetryAfter of 500 ms; 10 tasks of 100 ms, 3 at
@@ -54,13 +48,8 @@ func TestDemoScaled(t *testing.T) {
 			Tasks:   7,
 			Work:    3 * time.Millisecond,
 		}
-		var out bytes.Buffer
-		res, err := run(t.Context(), &out, cfg)
-		if err != nil {
-			t.Log("\n" + out.String())
-			t.Fatalf("run: %v", err)
-		}
-		checkBounds(t, cfg, res, out.String())
+		res, out := clitest.MustRun(t, run, cfg)
+		checkBounds(t, cfg, res, out)
 	})
 }
 

@@ -30,12 +30,7 @@ func TestMain(m *testing.M) {
 // README shows come out of the simulation.
 func TestIngest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var out bytes.Buffer
-		res, err := run(t.Context(), &out, defaultConfig)
-		t.Log("\n" + out.String())
-		if err != nil {
-			t.Fatal(err)
-		}
+		res, out := clitest.MustRun(t, run, defaultConfig)
 		// Naive: each pass stores 2,000 records (a second of the store's
 		// units) and a second later the next pass retries the rest:
 		// 10,000 + 8,000 + 6,000 + 4,000 + 2,000 sent.
@@ -50,7 +45,7 @@ func TestIngest(t *testing.T) {
 		if res.Limited != want {
 			t.Errorf("rate-limited: %+v, want %+v", res.Limited, want)
 		}
-		clitest.Contains(t, out.String(),
+		clitest.Contains(t, out,
 			"      naive        30,000      20,000       5  4.00 s\n",
 			"rate-limited        10,000           0       1  5.24 s\n",
 		)

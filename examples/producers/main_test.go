@@ -31,13 +31,8 @@ func count(offsets []time.Duration, from, to time.Duration) int {
 func TestProducers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := defaultConfig
-		var out bytes.Buffer
-		res, err := run(t.Context(), &out, cfg)
-		t.Log("\n" + out.String())
-		if err != nil {
-			t.Fatalf("run: %v", err)
-		}
-		checkRun(t, cfg, res, out.String())
+		res, out := clitest.MustRun(t, run, cfg)
+		checkRun(t, cfg, res, out)
 		// With the fast consumer, the rate is the limit: exactly 100 sends
 		// (and receives) in each of the first two seconds.
 		for s := range 2 {
@@ -81,13 +76,8 @@ func TestProducersScaled(t *testing.T) {
 			FastWork:  time.Millisecond,
 			SlowWork:  50 * time.Millisecond,
 		}
-		var out bytes.Buffer
-		res, err := run(t.Context(), &out, cfg)
-		if err != nil {
-			t.Log("\n" + out.String())
-			t.Fatalf("run: %v", err)
-		}
-		checkRun(t, cfg, res, out.String())
+		res, out := clitest.MustRun(t, run, cfg)
+		checkRun(t, cfg, res, out)
 	})
 }
 

@@ -21,18 +21,13 @@ func TestMain(m *testing.M) {
 // in groups of 5 at exactly 0, 1, 2 and 3 s.
 func TestRangeLoop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var out bytes.Buffer
 		start := time.Now()
-		res, err := run(t.Context(), &out, defaultConfig)
-		t.Log("\n" + out.String())
-		if err != nil {
-			t.Fatal(err)
-		}
+		res, out := clitest.MustRun(t, run, defaultConfig)
 		if elapsed := time.Since(start); elapsed != 3*time.Second {
 			t.Errorf("the loop took %v, want 3s", elapsed)
 		}
 		check(t, defaultConfig, res)
-		clitest.Contains(t, out.String(),
+		clitest.Contains(t, out,
 			"  item  1 at  0.000 s\n",
 			"  item  5 at  0.000 s\n",
 			"  item  6 at  1.000 s\n",

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -16,12 +15,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // checks both tables to the nanosecond.
 func TestRateGate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var out bytes.Buffer
-		res, err := run(t.Context(), &out, defaultConfig)
-		t.Log("\n" + out.String())
-		if err != nil {
-			t.Fatal(err)
-		}
+		res, out := clitest.MustRun(t, run, defaultConfig)
 		ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 		for i, r := range res.Sequential {
 			// Pairs: the first of each second at k s, the second when it finishes.
@@ -36,7 +30,7 @@ func TestRateGate(t *testing.T) {
 				t.Errorf("parallel %d: %v–%v, want %v–%v", i+1, r.Start, r.Finish, want, want+ms(250))
 			}
 		}
-		clitest.Contains(t, out.String(),
+		clitest.Contains(t, out,
 			"Iteration   Start    Finish",
 			"       10   4.250s   4.500s",
 			"       10   4.000s   4.250s",

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rategate/rategate/internal/clitest"
 	"go.uber.org/goleak"
 )
 
@@ -24,12 +25,7 @@ func TestMain(m *testing.M) {
 func TestShared(t *testing.T) {
 	cfg := defaultConfig
 	cfg.Limit, cfg.Window, cfg.Duration = 5, 300*time.Millisecond, 900*time.Millisecond
-	var out bytes.Buffer
-	res, err := run(t.Context(), &out, cfg)
-	t.Log("\n" + out.String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, out := clitest.MustRun(t, run, cfg)
 	if !res.kept(cfg.Limit) {
 		t.Fatalf("%d grants in a window of %v, over the limit %d", res.MaxInWindow, res.Measured, cfg.Limit)
 	}
@@ -45,7 +41,7 @@ func TestShared(t *testing.T) {
 	if busy < 2 {
 		t.Fatalf("grants per process %v: the limit was not shared", res.PerProc)
 	}
-	if !strings.Contains(out.String(), "Redis: ") {
+	if !strings.Contains(out, "Redis: ") {
 		t.Fatal("the output does not say which server it used")
 	}
 }

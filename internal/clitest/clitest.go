@@ -62,3 +62,17 @@ func Contains(t *testing.T, out string, lines ...string) {
 		}
 	}
 }
+
+// MustRun runs a program's work, run(t.Context(), w, cfg), with w a buffer,
+// logs what it printed, and stops the test if it failed. It returns run's
+// result and what it printed.
+func MustRun[C, R any](t *testing.T, run func(ctx context.Context, w io.Writer, cfg C) (R, error), cfg C) (R, string) {
+	t.Helper()
+	var out bytes.Buffer
+	res, err := run(t.Context(), &out, cfg)
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	return res, out.String()
+}

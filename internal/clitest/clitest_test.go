@@ -64,3 +64,13 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+func TestMustRun(t *testing.T) {
+	res, out := MustRun(t, func(ctx context.Context, w io.Writer, n int) (int, error) {
+		fmt.Fprintf(w, "doubling %d", n)
+		return 2 * n, ctx.Err()
+	}, 21)
+	if res != 42 || out != "doubling 21" {
+		t.Errorf("MustRun = %d, %q; want 42, \"doubling 21\"", res, out)
+	}
+}
