@@ -18,10 +18,9 @@ import (
 // lost reply) is not counted twice.
 //
 // ARGV: TTL (µs), LIMIT, GUARD, then each request's member.
-var ccScript = newScript(`
+var ccScript = newScript(permitSet + `
 local TTL, LIMIT, GUARD = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1'
 local HOLD, ST = KEYS[1], KEYS[2]
-local function permits(m) return tonumber(string.match(m, ':(%d+)$')) end
 local st = redis.call('HMGET', ST, 'u', 't')
 local used, last = tonumber(st[1]), tonumber(st[2])
 if last == nil then
@@ -36,11 +35,7 @@ if last == nil then
   end
 else
   if now < last then now = last end
-  local old = redis.call('ZRANGEBYSCORE', HOLD, '-inf', now)
-  if #old > 0 then
-    for _, m in ipairs(old) do used = used - permits(m) end
-    redis.call('ZREMRANGEBYSCORE', HOLD, '-inf', now)
-  end
+  used = used - reclaim(now)
 end
 local out = {now, 0, 0}
 for i = 4, #ARGV do
@@ -61,21 +56,19 @@ if used == 0 then
   redis.call('DEL', HOLD, ST)
 else
   redis.call('HSET', ST, 'u', used, 't', now)
-  local ms = math.floor(TTL / 1000) + 2
-  redis.call('PEXPIRE', HOLD, ms)
-  redis.call('PEXPIRE', ST, ms)
+  expire(TTL)
 end
 return out
 `)
 
 // ccReleaseScript gives leases back. ARGV: the members.
-var ccReleaseScript = newScript(`
+var ccReleaseScript = newScript(permitSet + `
 local HOLD, ST = KEYS[1], KEYS[2]
 local used = tonumber(redis.call('HGET', ST, 'u'))
 if used == nil then return {now, 0, 0} end
 for i = 1, #ARGV do
   if redis.call('ZREM', HOLD, ARGV[i]) == 1 then
-    used = used - tonumber(string.match(ARGV[i], ':(%d+)$'))
+    used = used - permits(ARGV[i])
   end
 end
 if used <= 0 then
@@ -90,7 +83,7 @@ return {now, used, 0}
 // ccRenewScript extends the leases still held to now+TTL and answers, per
 // member, 1 if it was renewed and 0 if it had expired or was reclaimed.
 // ARGV: TTL (µs), then the members.
-var ccRenewScript = newScript(`
+var ccRenewScript = newScript(permitSet + `
 local TTL = tonumber(ARGV[1])
 local HOLD, ST = KEYS[1], KEYS[2]
 local last = tonumber(redis.call('HGET', ST, 't'))
@@ -108,27 +101,10 @@ for i = 2, #ARGV do
   end
 end
 if any then
-  local ms = math.floor(TTL / 1000) + 2
-  redis.call('PEXPIRE', HOLD, ms)
-  redis.call('PEXPIRE', ST, ms)
+  expire(TTL)
 end
 return out
 `)
-
-type ccAlg struct {
-	ttl, limit int64
-	guard      bool
-}
-
-func (a *ccAlg) kind() string                { return "cc" }
-func (a *ccAlg) suffixes() []string          { return []string{":hold", ":st"} }
-func (a *ccAlg) script() *script             { return ccScript }
-func (a *ccAlg) maxPermits() int64           { return a.limit }
-func (a *ccAlg) args() []any                 { return []any{a.ttl, a.limit, boolArg(a.guard)} }
-func (a *ccAlg) retry(x int64) time.Duration { return -1 }
-func (a *ccAlg) quota(used, _ int64) limiter.Quota {
-	return limiter.Quota{Limit: a.limit, Remaining: a.limit - used}
-}
 
 // ccState is a semaphore's leases held by this process, renewed by one
 // goroutine that runs only while some are held.
@@ -300,29 +276,29 @@ type Concurrency struct {
 // *limiter.OptionError naming the first invalid option. The lease TTL is
 // Options.LeaseTTL (DefaultLeaseTTL when zero).
 func NewConcurrency(o Options, opts limiter.ConcurrencyOptions) (*Concurrency, error) {
-	e, err := newCCEngine(o, opts)
-	if err != nil {
-		return nil, err
-	}
-	return &Concurrency{core{e: e, h: e.handle("", false)}}, nil
+	return newLimiter[Concurrency](newCCEngine(o, opts))
 }
 
 func newCCEngine(o Options, opts limiter.ConcurrencyOptions) (*engine, error) {
-	if err := o.validate(); err != nil {
-		return nil, err
-	}
-	if err := validLimit(opts.Limit); err != nil {
-		return nil, err
-	}
-	if err := validQueue(opts.Queue); err != nil {
-		return nil, err
-	}
 	ttl := o.leaseTTL()
+	e, err := newEngine(o, opts.Queue, func() (algorithm, error) {
+		if err := validLimit(opts.Limit); err != nil {
+			return algorithm{}, err
+		}
+		limit := int64(opts.Limit)
+		a := counting("cc", ccScript, []string{":hold", ":st"}, limit, int64(ttl/time.Microsecond), o.GuardRestarts)
+		// A lease's TTL is no window: the semaphore's Quota has neither a
+		// Window nor a Reset. (Its script refuses with -1 only: no known wait.)
+		a.quota = func(used, _ int64) limiter.Quota { return limiter.Quota{Limit: limit, Remaining: limit - used} }
+		return a, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Checked after the queue, the order NewConcurrency reports them in.
 	if ttl%time.Microsecond != 0 {
 		return nil, optErr("LeaseTTL", "must be a whole number of microseconds, got %v", ttl)
 	}
-	a := &ccAlg{ttl: int64(ttl / time.Microsecond), limit: int64(opts.Limit), guard: o.GuardRestarts}
-	e := newEngine(o, a, opts.Queue)
 	e.cc = newCCState(ttl)
 	return e, nil
 }

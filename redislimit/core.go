@@ -15,6 +15,15 @@ type core struct {
 	h *handle
 }
 
+// newLimiter returns the round-trip limiter of type L (a core and nothing
+// else) running e, or err.
+func newLimiter[L ~struct{ core }](e *engine, err error) (*L, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &L{core{e: e, h: e.handle("", false)}}, nil
+}
+
 // TryAcquire takes n permits if the limit has them now, in one script call;
 // it never waits. See limiter.Limiter.
 func (c *core) TryAcquire(n int) limiter.Lease { return c.h.tryAcquire(n) }

@@ -14,20 +14,21 @@ import (
 	"github.com/rategate/rategate/limiter"
 )
 
-// algorithm is what differs between this package's limiters: the script
-// and how its reply reads. Every script answers
-// {now, a, b, r1, …, rk}: now is Redis's clock (µs) at the decision, a and b
-// describe the limit's state for Quota, and ri is request i's outcome: 0
-// granted, > 0 refused with a wait the algorithm converts, -1 refused with
-// no known wait.
-type algorithm interface {
-	kind() string
-	suffixes() []string
-	script() *script
-	args() []any
-	maxPermits() int64
-	quota(a, b int64) limiter.Quota
-	retry(x int64) time.Duration
+// algorithm is what differs between this package's limiters: the script,
+// the Redis keys of one limit, and how the script's reply reads. Every
+// script answers {now, a, b, r1, …, rk}: now is Redis's clock (µs) at the
+// decision, a and b describe the limit's state for Quota, and ri is request
+// i's outcome: 0 granted, > 0 refused with a wait the algorithm converts, -1
+// refused with no known wait.
+type algorithm struct {
+	kind     string   // names the algorithm in its Redis keys: "tb", "fw", "sl", "cc"
+	suffixes []string // one per Redis key of a limit
+	script   *script
+	args     []any // the script's arguments before the requests'
+	max      int64 // the most permits one request can be granted
+
+	quota func(a, b int64) limiter.Quota // reads a reply's a and b
+	retry func(x int64) time.Duration    // converts a refusal's x > 0 into its wait
 }
 
 // maxBatch caps the requests coalesced into one script call.
@@ -42,9 +43,7 @@ type engine struct {
 	sync    bool // round trips run in the caller: c honours context deadlines, or Timeout was left to the client
 	timeout time.Duration
 	alg     algorithm
-	static  []any
 	queue   limiter.QueueOptions
-	max     int64
 
 	done      chan struct{}
 	closeOnce sync.Once
@@ -105,12 +104,24 @@ func validQueue(q limiter.QueueOptions) error {
 	return nil
 }
 
-func newEngine(o Options, alg algorithm, q limiter.QueueOptions) *engine {
+// newEngine returns the engine of a limiter whose algorithm alg makes, or
+// an *limiter.OptionError naming the first invalid option: Options' first,
+// then the algorithm's, then the queue's.
+func newEngine(o Options, q limiter.QueueOptions, alg func() (algorithm, error)) (*engine, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	a, err := alg()
+	if err != nil {
+		return nil, err
+	}
+	if err := validQueue(q); err != nil {
+		return nil, err
+	}
 	return &engine{
 		o: o, c: o.Client, sync: o.Timeout == 0 || honoursDeadlines(o.Client), timeout: o.timeout(),
-		alg: alg, static: alg.args(), queue: q, max: alg.maxPermits(),
-		done: make(chan struct{}), flights: make(map[string]*flight),
-	}
+		alg: a, queue: q, done: make(chan struct{}), flights: make(map[string]*flight),
+	}, nil
 }
 
 // handle is one limit of an engine: its hash tag, its Redis keys, and the
@@ -128,10 +139,9 @@ type handle struct {
 
 func (e *engine) handle(sub string, keyed bool) *handle {
 	tag := hashTag(e.o.Key, sub, keyed)
-	sfx := e.alg.suffixes()
-	keys := make([]string, len(sfx))
-	for i, s := range sfx {
-		keys[i] = redisKey(e.alg.kind(), tag, s)
+	keys := make([]string, len(e.alg.suffixes))
+	for i, s := range e.alg.suffixes {
+		keys[i] = redisKey(e.alg.kind, tag, s)
 	}
 	return &handle{e: e, tag: tag, keys: keys}
 }
@@ -191,13 +201,13 @@ func (e *engine) fly(h *handle, batch []*request) {
 
 // call runs one script call for batch and stores every request's result.
 func (e *engine) call(h *handle, batch []*request) {
-	args := make([]any, 0, len(e.static)+len(batch))
-	args = append(args, e.static...)
+	args := make([]any, 0, len(e.alg.args)+len(batch))
+	args = append(args, e.alg.args...)
 	for _, r := range batch {
 		args = append(args, r.arg)
 	}
 	late := e.late(h, batch)
-	v, err := boundedTrip(e.sync, e.c, e.timeout, e.alg.script(), late, h.keys, args...)
+	v, err := boundedTrip(e.sync, e.c, e.timeout, e.alg.script, late, h.keys, args...)
 	if err != nil && e.sync && late != nil {
 		// The call may have committed before it failed: give back what it may
 		// have granted.
@@ -299,7 +309,7 @@ func (e *engine) check(n int) error {
 		return limiter.ErrInvalidCount
 	case e.closed.Load():
 		return ErrClosed
-	case int64(n) > e.max:
+	case int64(n) > e.alg.max:
 		return limiter.ErrExceedsLimit
 	}
 	return nil

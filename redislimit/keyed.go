@@ -19,40 +19,25 @@ type Keyed struct {
 
 // NewKeyedTokenBucket returns one token bucket per key; see NewTokenBucket.
 func NewKeyedTokenBucket(o Options, opts limiter.TokenBucketOptions) (*Keyed, error) {
-	if err := o.validate(); err != nil {
-		return nil, err
-	}
-	a, err := newTBAlg(o, opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := validQueue(opts.Queue); err != nil {
-		return nil, err
-	}
-	return &Keyed{e: newEngine(o, a, opts.Queue)}, nil
+	return newKeyed(newTBEngine(o, opts))
 }
 
 // NewKeyedFixedWindow returns one fixed window per key; see NewFixedWindow.
 func NewKeyedFixedWindow(o Options, opts limiter.FixedWindowOptions) (*Keyed, error) {
-	a, err := newFWAlg(o, opts)
-	if err != nil {
-		return nil, err
-	}
-	return &Keyed{e: newEngine(o, a, opts.Queue)}, nil
+	return newKeyed(newFWEngine(o, opts))
 }
 
 // NewKeyedSlidingLog returns one strict log per key; see NewSlidingLog.
 func NewKeyedSlidingLog(o Options, opts limiter.SlidingLogOptions) (*Keyed, error) {
-	a, err := newSLAlg(o, opts)
-	if err != nil {
-		return nil, err
-	}
-	return &Keyed{e: newEngine(o, a, opts.Queue)}, nil
+	return newKeyed(newSLEngine(o, opts))
 }
 
 // NewKeyedConcurrency returns one semaphore per key; see NewConcurrency.
 func NewKeyedConcurrency(o Options, opts limiter.ConcurrencyOptions) (*Keyed, error) {
-	e, err := newCCEngine(o, opts)
+	return newKeyed(newCCEngine(o, opts))
+}
+
+func newKeyed(e *engine, err error) (*Keyed, error) {
 	if err != nil {
 		return nil, err
 	}

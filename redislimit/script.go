@@ -18,7 +18,9 @@ import (
 // helpers. now is Redis's clock in microseconds: below 2^53 until the year
 // 2255. started(now) is when the server started (from INFO uptime, rounded
 // so that it is never earlier than the true start), or nil when INFO is not
-// available in scripts.
+// available in scripts. keepms(us) is the expiry, in milliseconds, of a key
+// whose state matters for us more microseconds: rounded down, and 2 ms to
+// spare.
 const luaPrelude = `
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 local tm = redis.call('TIME')
@@ -29,6 +31,32 @@ local function started(t)
   local up = tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
   if up == nil then return nil end
   return t - up * 1000000
+end
+local function keepms(us) return math.floor(us / 1000) + 2 end
+`
+
+// permitSet starts the scripts of the strict log and the semaphore, which
+// keep grants as the members of a sorted set (KEYS[1]) named
+// "<id>:<permits>", beside a hash of the limit's state (KEYS[2]).
+// permits(m) is the permits member m holds; reclaim(t) removes the members
+// scored at or before t and returns the permits they held; expire(us) makes
+// both keys expire when their state no longer matters, us microseconds from
+// now.
+const permitSet = `
+local function permits(m) return tonumber(string.match(m, ':(%d+)$')) end
+local function reclaim(t)
+  local old = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', t)
+  local n = 0
+  if #old > 0 then
+    for _, m in ipairs(old) do n = n + permits(m) end
+    redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', t)
+  end
+  return n
+end
+local function expire(us)
+  local ms = keepms(us)
+  redis.call('PEXPIRE', KEYS[1], ms)
+  redis.call('PEXPIRE', KEYS[2], ms)
 end
 `
 

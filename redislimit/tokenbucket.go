@@ -53,7 +53,7 @@ out[2] = debt
 if debt == 0 then
   if st then redis.call('DEL', KEYS[1]) end
 else
-  redis.call('SET', KEYS[1], string.format('%.0f %.0f', debt, now), 'PX', math.floor(debt / N / 1000) + 2)
+  redis.call('SET', KEYS[1], string.format('%.0f %.0f', debt, now), 'PX', keepms(debt / N))
 end
 return out
 `)
@@ -62,18 +62,22 @@ return out
 type tbAlg struct {
 	n, d, tol, maxel int64
 	burst            int64
-	guard            bool
 }
 
-// newTBAlg reduces the rate to N/D permits per µs and checks that the
-// script's arithmetic stays below 2^53.
-func newTBAlg(o Options, opts limiter.TokenBucketOptions) (*tbAlg, error) {
+// newTBEngine returns a token bucket's engine.
+func newTBEngine(o Options, opts limiter.TokenBucketOptions) (*engine, error) {
+	return newEngine(o, opts.Queue, func() (algorithm, error) { return tokenBucket(opts, o.GuardRestarts) })
+}
+
+// tokenBucket reduces the rate to N/D permits per µs, checks that the
+// script's arithmetic stays below 2^53, and returns the algorithm.
+func tokenBucket(opts limiter.TokenBucketOptions, guard bool) (algorithm, error) {
 	r := opts.Rate
 	if r.Events() <= 0 || r.Period() <= 0 {
-		return nil, optErr("Rate", "must be positive, got %d per %v", r.Events(), r.Period())
+		return algorithm{}, optErr("Rate", "must be positive, got %d per %v", r.Events(), r.Period())
 	}
 	if opts.Burst <= 0 {
-		return nil, optErr("Burst", "must be positive, got %d", opts.Burst)
+		return algorithm{}, optErr("Burst", "must be positive, got %d", opts.Burst)
 	}
 	// Rate = events/period ns = events·1000/period per µs.
 	num := new(big.Int).Mul(big.NewInt(r.Events()), big.NewInt(1000))
@@ -85,19 +89,15 @@ func newTBAlg(o Options, opts limiter.TokenBucketOptions) (*tbAlg, error) {
 	// 2·TOL + N must stay below 2^53.
 	lim := new(big.Int).Add(new(big.Int).Mul(tol, big.NewInt(2)), num)
 	if lim.Cmp(big.NewInt(maxExact)) >= 0 {
-		return nil, optErr("Burst", "Burst %d at Rate %v needs integers of 2^53 or more in Redis's Lua (doubles); lower Burst or use a rate whose period is a whole number of microseconds per permit", opts.Burst, r)
+		return algorithm{}, optErr("Burst", "Burst %d at Rate %v needs integers of 2^53 or more in Redis's Lua (doubles); lower Burst or use a rate whose period is a whole number of microseconds per permit", opts.Burst, r)
 	}
-	a := &tbAlg{n: num.Int64(), d: den.Int64(), tol: tol.Int64(), burst: int64(opts.Burst), guard: o.GuardRestarts}
+	a := &tbAlg{n: num.Int64(), d: den.Int64(), tol: tol.Int64(), burst: int64(opts.Burst)}
 	a.maxel = (a.tol + a.n - 1) / a.n
-	return a, nil
-}
-
-func (a *tbAlg) kind() string       { return "tb" }
-func (a *tbAlg) suffixes() []string { return []string{""} }
-func (a *tbAlg) script() *script    { return tbScript }
-func (a *tbAlg) maxPermits() int64  { return a.burst }
-func (a *tbAlg) args() []any {
-	return []any{a.d, a.n, a.tol, a.maxel, boolArg(a.guard)}
+	return algorithm{
+		kind: "tb", suffixes: []string{""}, script: tbScript,
+		args: []any{a.d, a.n, a.tol, a.maxel, boolArg(guard)}, max: a.burst,
+		quota: a.quota, retry: a.retry,
+	}, nil
 }
 
 // retry converts the units over capacity into the wait until they are not.
@@ -138,16 +138,5 @@ type TokenBucket struct {
 // per hour to millions per second). opts.Queue.Limit caps the permits
 // waiting in this process's Acquire calls.
 func NewTokenBucket(o Options, opts limiter.TokenBucketOptions) (*TokenBucket, error) {
-	if err := o.validate(); err != nil {
-		return nil, err
-	}
-	a, err := newTBAlg(o, opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := validQueue(opts.Queue); err != nil {
-		return nil, err
-	}
-	e := newEngine(o, a, opts.Queue)
-	return &TokenBucket{core{e: e, h: e.handle("", false)}}, nil
+	return newLimiter[TokenBucket](newTBEngine(o, opts))
 }

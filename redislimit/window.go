@@ -41,7 +41,7 @@ for i = 4, #ARGV do
   end
 end
 out[2] = c
-redis.call('SET', KEYS[1], string.format('%.0f %.0f %.0f', start, c, now), 'PX', math.floor((start + W - now) / 1000) + 2)
+redis.call('SET', KEYS[1], string.format('%.0f %.0f %.0f', start, c, now), 'PX', keepms(start + W - now))
 return out
 `)
 
@@ -71,25 +71,39 @@ func validLimit(n int) error {
 	return nil
 }
 
-type fwAlg struct {
-	w, limit int64
-	guard    bool
+// counting returns the algorithm of a limit that its script s keeps in
+// Redis as a count of permits: the fixed window, the strict log and the
+// semaphore. Their scripts take the period (the window, or the lease TTL;
+// µs), the limit and the restart guard as their first arguments, and answer
+// a, the permits counted, and b, the µs until that count is back to zero; a
+// refusal's wait is in µs.
+func counting(kind string, s *script, suffixes []string, limit, period int64, guard bool) algorithm {
+	window := time.Duration(period) * time.Microsecond
+	return algorithm{
+		kind: kind, suffixes: suffixes, script: s, max: limit,
+		args: []any{period, limit, boolArg(guard)},
+		quota: func(used, left int64) limiter.Quota {
+			q := limiter.Quota{Limit: limit, Window: window, Remaining: limit - used}
+			if used > 0 {
+				q.Reset = time.Duration(left) * time.Microsecond
+			}
+			return q
+		},
+		retry: func(x int64) time.Duration { return time.Duration(x) * time.Microsecond },
+	}
 }
 
-func (a *fwAlg) kind() string                { return "fw" }
-func (a *fwAlg) suffixes() []string          { return []string{""} }
-func (a *fwAlg) script() *script             { return fwScript }
-func (a *fwAlg) maxPermits() int64           { return a.limit }
-func (a *fwAlg) args() []any                 { return []any{a.w, a.limit, boolArg(a.guard)} }
-func (a *fwAlg) retry(x int64) time.Duration { return time.Duration(x) * time.Microsecond }
-
-// quota reads the window's count and the µs until it ends.
-func (a *fwAlg) quota(count, left int64) limiter.Quota {
-	q := limiter.Quota{Limit: a.limit, Window: time.Duration(a.w) * time.Microsecond, Remaining: a.limit - count}
-	if count > 0 {
-		q.Reset = time.Duration(left) * time.Microsecond
+// windowAlg checks the options of a fixed window or a strict log (they are
+// the same) and returns its algorithm.
+func windowAlg(kind string, s *script, suffixes []string, limit int, window time.Duration, guard bool) (algorithm, error) {
+	if err := validLimit(limit); err != nil {
+		return algorithm{}, err
 	}
-	return q
+	w, err := windowMicros(window)
+	if err != nil {
+		return algorithm{}, err
+	}
+	return counting(kind, s, suffixes, int64(limit), w, guard), nil
 }
 
 // FixedWindow counts permits in consecutive windows aligned to Redis's
@@ -105,29 +119,13 @@ type FixedWindow struct {
 // *limiter.OptionError naming the first invalid option: Limit and Window
 // must be positive, and Window a whole number of microseconds.
 func NewFixedWindow(o Options, opts limiter.FixedWindowOptions) (*FixedWindow, error) {
-	a, err := newFWAlg(o, opts)
-	if err != nil {
-		return nil, err
-	}
-	e := newEngine(o, a, opts.Queue)
-	return &FixedWindow{core{e: e, h: e.handle("", false)}}, nil
+	return newLimiter[FixedWindow](newFWEngine(o, opts))
 }
 
-func newFWAlg(o Options, opts limiter.FixedWindowOptions) (*fwAlg, error) {
-	if err := o.validate(); err != nil {
-		return nil, err
-	}
-	if err := validLimit(opts.Limit); err != nil {
-		return nil, err
-	}
-	w, err := windowMicros(opts.Window)
-	if err != nil {
-		return nil, err
-	}
-	if err := validQueue(opts.Queue); err != nil {
-		return nil, err
-	}
-	return &fwAlg{w: w, limit: int64(opts.Limit), guard: o.GuardRestarts}, nil
+func newFWEngine(o Options, opts limiter.FixedWindowOptions) (*engine, error) {
+	return newEngine(o, opts.Queue, func() (algorithm, error) {
+		return windowAlg("fw", fwScript, []string{""}, opts.Limit, opts.Window, o.GuardRestarts)
+	})
 }
 
 // slScript is the strict log: a sorted set of grants (member "seq:permits",
@@ -138,12 +136,11 @@ func newFWAlg(o Options, opts limiter.FixedWindowOptions) (*fwAlg, error) {
 // most LIMIT; a refused one learns when enough of the oldest grants leave.
 //
 // ARGV: W (µs), LIMIT, GUARD, then each request's permits.
-var slScript = newScript(`
+var slScript = newScript(permitSet + `
 local W, LIMIT, GUARD = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1'
 local LOG, ST = KEYS[1], KEYS[2]
 local st = redis.call('HMGET', ST, 'n', 'q', 't', 'z')
 local tot, seq, last, newest = tonumber(st[1]), tonumber(st[2]), tonumber(st[3]), tonumber(st[4])
-local function permits(m) return tonumber(string.match(m, ':(%d+)$')) end
 if last == nil then
   tot, seq, newest = 0, 0, 0
   redis.call('DEL', LOG)
@@ -156,11 +153,7 @@ if last == nil then
   end
 else
   if now < last then now = last end
-  local old = redis.call('ZRANGEBYSCORE', LOG, '-inf', now - W)
-  if #old > 0 then
-    for _, m in ipairs(old) do tot = tot - permits(m) end
-    redis.call('ZREMRANGEBYSCORE', LOG, '-inf', now - W)
-  end
+  tot = tot - reclaim(now - W)
 end
 local function waitfor(need)
   local freed, idx = 0, 0
@@ -194,48 +187,15 @@ if tot == 0 then
 else
   out[3] = newest + W - now
   redis.call('HSET', ST, 'n', tot, 'q', seq, 't', now, 'z', newest)
-  local ms = math.floor((newest + W - now) / 1000) + 2
-  redis.call('PEXPIRE', LOG, ms)
-  redis.call('PEXPIRE', ST, ms)
+  expire(newest + W - now)
 end
 return out
 `)
 
-type slAlg struct {
-	w, limit int64
-	guard    bool
-}
-
-func (a *slAlg) kind() string                { return "sl" }
-func (a *slAlg) suffixes() []string          { return []string{":log", ":st"} }
-func (a *slAlg) script() *script             { return slScript }
-func (a *slAlg) maxPermits() int64           { return a.limit }
-func (a *slAlg) args() []any                 { return []any{a.w, a.limit, boolArg(a.guard)} }
-func (a *slAlg) retry(x int64) time.Duration { return time.Duration(x) * time.Microsecond }
-
-// quota reads the permits in the log and the µs until the newest leaves it.
-func (a *slAlg) quota(total, reset int64) limiter.Quota {
-	return limiter.Quota{
-		Limit: a.limit, Window: time.Duration(a.w) * time.Microsecond,
-		Remaining: a.limit - total, Reset: time.Duration(reset) * time.Microsecond,
-	}
-}
-
-func newSLAlg(o Options, opts limiter.SlidingLogOptions) (*slAlg, error) {
-	if err := o.validate(); err != nil {
-		return nil, err
-	}
-	if err := validLimit(opts.Limit); err != nil {
-		return nil, err
-	}
-	w, err := windowMicros(opts.Window)
-	if err != nil {
-		return nil, err
-	}
-	if err := validQueue(opts.Queue); err != nil {
-		return nil, err
-	}
-	return &slAlg{w: w, limit: int64(opts.Limit), guard: o.GuardRestarts}, nil
+func newSLEngine(o Options, opts limiter.SlidingLogOptions) (*engine, error) {
+	return newEngine(o, opts.Queue, func() (algorithm, error) {
+		return windowAlg("sl", slScript, []string{":log", ":st"}, opts.Limit, opts.Window, o.GuardRestarts)
+	})
 }
 
 // SlidingLog is the strict limiter shared through Redis: a log of every
@@ -251,10 +211,5 @@ type SlidingLog struct {
 // *limiter.OptionError naming the first invalid option: Limit and Window
 // must be positive, and Window a whole number of microseconds.
 func NewSlidingLog(o Options, opts limiter.SlidingLogOptions) (*SlidingLog, error) {
-	a, err := newSLAlg(o, opts)
-	if err != nil {
-		return nil, err
-	}
-	e := newEngine(o, a, opts.Queue)
-	return &SlidingLog{core{e: e, h: e.handle("", false)}}, nil
+	return newLimiter[SlidingLog](newSLEngine(o, opts))
 }
