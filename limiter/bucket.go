@@ -11,6 +11,7 @@ type bucket struct {
 
 // initBucket makes b a bucket of configuration c with its queue.
 func (b *bucket) initBucket(c *gcraConfig, q QueueOptions) {
+	c.countGrants()
 	b.g.word, b.g.count = &b.word, &b.granted
 	b.g.cfg.Store(c)
 	b.init(&b.g, nil, q)
@@ -51,6 +52,7 @@ func (b *bucket) Rate() Rate { return b.g.cfg.Load().rate }
 // reconfigure switches to c at once, carrying the permits owed over, and
 // serves the waiters the change lets through.
 func (b *bucket) reconfigure(c *gcraConfig) {
+	c.countGrants()
 	b.mu.Lock()
 	b.g.reconfigure(b.now(), c)
 	b.mu.Unlock()

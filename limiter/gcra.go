@@ -90,12 +90,20 @@ func newGCRAConfig(rate Rate, burst int64, pacer bool) (*gcraConfig, error) {
 		}
 		c.tol = burst * d
 		c.maxReq = burst
-		if c.tol <= countedLimit {
-			c.limit, c.shift, c.mask = countedLimit, countBits, 1<<countBits-1
-		}
 	}
 	c.maxDelta = 2 * c.limit / n
 	return c, nil
+}
+
+// countGrants makes room in the state word for a count of grants, when the
+// bucket's arithmetic fits in the bits left (see gcra). A shared limiter's
+// configuration does; a KeyedTokenBucket's, whose per-key states count
+// nothing and whose shards rebase every maxDelta/2, does not.
+func (c *gcraConfig) countGrants() {
+	if !c.pacer && c.tol <= countedLimit {
+		c.limit, c.shift, c.mask = countedLimit, countBits, 1<<countBits-1
+		c.maxDelta = 2 * c.limit / c.n
+	}
 }
 
 // tryTake attempts to take k permits at now without a lock. With counted
