@@ -251,6 +251,8 @@ const (
 	ptShort   // more than the held partitions' burst: more partitions needed
 	ptNoLease // no partition in use
 	ptSlow    // the configuration is being changed: retry under the lock
+
+	ptQueued // not take's: Acquire calls wait, and TryAcquire does not jump them
 )
 
 const partLocked = math.MinInt64
@@ -353,7 +355,7 @@ func (p *Partitioned) TryAcquire(n int) limiter.Lease {
 		p.rejected.Add(1)
 		return limiter.Denied(limiter.ErrInvalidCount, 0)
 	}
-	if p.waiting.Load() == 0 {
+	for p.waiting.Load() == 0 {
 		st, retry := p.take(p.now(), int64(n))
 		switch st {
 		case ptOK:
@@ -365,49 +367,40 @@ func (p *Partitioned) TryAcquire(n int) limiter.Lease {
 			p.demand.Add(1)
 			p.rejected.Add(1)
 			return limiter.Denied(limiter.ErrLimited, time.Duration(retry))
-		}
-	}
-	return p.tryAcquireSlow(n)
-}
-
-func (p *Partitioned) tryAcquireSlow(n int) limiter.Lease {
-	if n > p.po.Burst {
-		p.rejected.Add(1)
-		return limiter.Denied(limiter.ErrExceedsLimit, 0)
-	}
-	for {
-		if p.isClosed() {
-			p.rejected.Add(1)
-			return limiter.Denied(ErrClosed, 0)
-		}
-		if p.waiting.Load() > 0 {
-			p.rejected.Add(1)
-			return limiter.Denied(limiter.ErrLimited, 0)
-		}
-		st, retry := p.take(p.now(), int64(n))
-		switch st {
-		case ptOK:
-			p.counted(n)
-			return limiter.NewLease(n, nil)
-		case ptLimited:
-			p.demand.Add(1)
-			p.rejected.Add(1)
-			return limiter.Denied(limiter.ErrLimited, time.Duration(retry))
 		case ptSlow:
 			p.mu.Lock() // the configuration changes under mu
 			p.mu.Unlock()
 			continue
 		}
-		// No partition, or too few for n: ask for more.
+		return p.tryRefuse(n, st)
+	}
+	return p.tryRefuse(n, ptQueued)
+}
+
+// tryRefuse refuses a TryAcquire that the held partitions could not decide
+// (st ptShort or ptNoLease) or that waits behind Acquire calls (ptQueued),
+// saying why; for want of partitions it asks for more, and with none usable
+// because Redis cannot be reached, Options.OnError decides.
+func (p *Partitioned) tryRefuse(n, st int) limiter.Lease {
+	var err error
+	switch {
+	case n > p.po.Burst:
+		err = limiter.ErrExceedsLimit
+	case p.isClosed():
+		err = ErrClosed
+	case st == ptQueued || p.waiting.Load() > 0:
+		err = limiter.ErrLimited
+	default:
 		p.hunger()
 		if st == ptNoLease {
 			if l, ok := p.onError(n); ok {
 				return l
 			}
 		}
-		p.rejected.Add(1)
-		return limiter.Denied(limiter.ErrLimited, 0)
+		err = limiter.ErrLimited
 	}
+	p.rejected.Add(1)
+	return limiter.Denied(err, 0)
 }
 
 // counted counts a lease of n permits granted from the partitions: one
@@ -422,28 +415,20 @@ func (p *Partitioned) counted(n int) {
 // permits returns the permits granted from the partitions so far.
 func (p *Partitioned) permits() int64 { return p.granted.Load() + p.extra.Load() }
 
-// onError applies Options.OnError when this process holds no usable
-// partition because Redis could not be reached.
+// onError applies Options.OnError to a TryAcquire when this process holds
+// no usable partition because Redis could not be reached.
 func (p *Partitioned) onError(n int) (limiter.Lease, bool) {
 	e := p.unavail.Load()
 	if e == nil {
 		return limiter.Lease{}, false
 	}
-	switch p.o.OnError {
-	case FailOpen:
+	l := p.o.policyTry(n, *e)
+	if l.Granted() {
 		p.granted.Add(1)
-		return limiter.NewLease(n, nil), true
-	case UseFallback:
-		l := p.o.Fallback.TryAcquire(n)
-		if l.Granted() {
-			p.granted.Add(1)
-		} else {
-			p.rejected.Add(1)
-		}
-		return l, true
+	} else {
+		p.rejected.Add(1)
 	}
-	p.rejected.Add(1)
-	return limiter.Denied(*e, 0), true
+	return l, true
 }
 
 func (p *Partitioned) isClosed() bool {
@@ -583,24 +568,17 @@ func (h *headWait) step(ctx context.Context) (limiter.Lease, error, bool) {
 	return limiter.Lease{}, nil, false
 }
 
-// onErrorWait is onError for Acquire.
+// onErrorWait is onError for Acquire (which counts the refusals).
 func (p *Partitioned) onErrorWait(ctx context.Context, n int) (limiter.Lease, bool) {
 	e := p.unavail.Load()
 	if e == nil {
 		return limiter.Lease{}, false
 	}
-	switch p.o.OnError {
-	case FailOpen:
+	l, _ := p.o.policyAcquire(ctx, n, *e)
+	if l.Granted() {
 		p.granted.Add(1)
-		return limiter.NewLease(n, nil), true
-	case UseFallback:
-		l, _ := p.o.Fallback.Acquire(ctx, n)
-		if l.Granted() {
-			p.granted.Add(1)
-		}
-		return l, true
 	}
-	return limiter.Denied(*e, 0), true
+	return l, true
 }
 
 // leave removes w from the queue and hands the head to the next waiter.

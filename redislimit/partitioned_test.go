@@ -258,8 +258,16 @@ func TestPartitionedAcquireQueue(t *testing.T) {
 			})
 			synctest.Wait()
 		}
-		if l := p.TryAcquire(0); l.Granted() {
-			t.Error("TryAcquire jumped three waiters")
+		rejected := p.Stats().Rejected
+		if l := p.TryAcquire(0); l.Granted() || !errors.Is(l.Err(), limiter.ErrLimited) || l.RetryAfter() != 0 {
+			t.Errorf("TryAcquire behind three waiters: granted %v, err %v, retry %v; want ErrLimited", l.Granted(), l.Err(), l.RetryAfter())
+		}
+		// Behind waiters, a request over the global burst is told so.
+		if l := p.TryAcquire(41); !errors.Is(l.Err(), limiter.ErrExceedsLimit) {
+			t.Errorf("TryAcquire(41) with Burst 40 behind waiters: %v, want ErrExceedsLimit", l.Err())
+		}
+		if n := p.Stats().Rejected - rejected; n != 2 {
+			t.Errorf("two refused TryAcquire calls counted %d rejections", n)
 		}
 		if s := p.Stats(); s.Waiters != 3 || s.Queued != 3 {
 			t.Errorf("Stats with three waiters: %+v", s)
