@@ -5,6 +5,7 @@ import (
 	"log"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,8 +33,27 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(stopAfter{m, s})
 }
 
-// stopAfter stops the server once the tests have run, before goleak looks
-// for leaked goroutines (the server's own among them).
+// cluster is the 3-master Redis Cluster of the cluster tests: started by the
+// first of them that runs (sharedCluster), stopped with the server.
+var cluster struct {
+	once sync.Once
+	c    *redistest.Cluster
+	err  error
+}
+
+// sharedCluster returns the tests' Redis Cluster, starting it at the first
+// call. Tests sharing it use keys of their own (uniqueKey).
+func sharedCluster(t *testing.T) *redistest.Cluster {
+	t.Helper()
+	cluster.once.Do(func() { cluster.c, cluster.err = redistest.StartCluster() })
+	if cluster.err != nil {
+		t.Fatal(cluster.err)
+	}
+	return cluster.c
+}
+
+// stopAfter stops the servers once the tests have run, before goleak looks
+// for leaked goroutines (the servers' own among them).
 type stopAfter struct {
 	m *testing.M
 	s *redistest.Server
@@ -41,6 +61,9 @@ type stopAfter struct {
 
 func (w stopAfter) Run() int {
 	code := w.m.Run()
+	if cluster.c != nil {
+		cluster.c.Close()
+	}
 	w.s.Close()
 	return code
 }

@@ -19,14 +19,15 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
 	"github.com/rategate/rategate/internal/redistest"
 	"github.com/rategate/rategate/limiter"
 )
 
 // These tests run the global bound across real OS processes: the test
-// binary re-executed (TestPartitionedChild, selected by the environment
-// variable below), each with its own Partitioned limiter on one key of one
+// binary re-executed (the child role "partitioned", selected by childEnv:
+// TestMain runs it instead of the tests, and starts no server), each with its own Partitioned limiter on one key of one
 // redis-server, granting one permit at a time as fast as it may.
 //
 // Timestamps. Each child records, per grant, the wall clock
@@ -42,7 +43,7 @@ import (
 
 var partitionedLong = flag.Bool("partitioned.long", false, "run the Partitioned process tests for 30 s instead of a few")
 
-const partitionedChildEnv = "REDISLIMIT_PARTITIONED_CHILD"
+func init() { children["partitioned"] = partitionedChild }
 
 // childSpec is what a child is told through its environment.
 type childSpec struct {
@@ -58,7 +59,7 @@ type childSpec struct {
 }
 
 func (c childSpec) env() []string {
-	return append(os.Environ(), partitionedChildEnv+"=1",
+	return append(os.Environ(), childEnv+"=partitioned",
 		"PT_ADDR="+c.Addr, "PT_KEY="+c.Key, "PT_RATE="+strconv.Itoa(c.Rate), "PT_BURST="+strconv.Itoa(c.Burst),
 		"PT_PARTS="+strconv.Itoa(c.Partitions), "PT_TTL="+c.TTL.String(), "PT_RUN="+c.Run.String(), "PT_OUT="+c.Out,
 		"PT_START="+strconv.FormatInt(c.Start.UnixNano(), 10))
@@ -85,19 +86,30 @@ func childFromEnv() (childSpec, error) {
 	return c, errors.Join(err, e)
 }
 
-// TestPartitionedChild is a child process of the process tests; run
-// directly, it skips.
-func TestPartitionedChild(t *testing.T) {
-	if os.Getenv(partitionedChildEnv) == "" {
-		t.Skip("a child of TestPartitionedProcesses")
+// partitionedChild is a child process of the process tests: from
+// spec.Start for spec.Run it takes permits one at a time as fast as its
+// Partitioned limiter grants them, and records each grant in spec.Out. It
+// fails if it leaves a goroutine behind.
+func partitionedChild() int {
+	err := runPartitionedChild()
+	if err == nil {
+		err = goleak.Find()
 	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "partitioned child:", err)
+		return 1
+	}
+	return 0
+}
+
+func runPartitionedChild() error {
 	spec, err := childFromEnv()
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	out, err := os.OpenFile(spec.Out, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer out.Close()
 	client := redis.NewClient(&redis.Options{Addr: spec.Addr, MaxRetries: -1})
@@ -105,8 +117,9 @@ func TestPartitionedChild(t *testing.T) {
 	p, err := NewPartitioned(Options{Client: client, Key: spec.Key, Timeout: 100 * time.Millisecond},
 		PartitionedOptions{Rate: limiter.Per(spec.Rate, time.Second), Burst: spec.Burst, Partitions: spec.Partitions, LeaseTTL: spec.TTL})
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
+	defer p.Close()
 	time.Sleep(time.Until(spec.Start))
 	end := spec.Start.Add(spec.Run)
 	var rec [16]byte
@@ -123,11 +136,12 @@ func TestPartitionedChild(t *testing.T) {
 		binary.LittleEndian.PutUint64(rec[:8], uint64(b))
 		binary.LittleEndian.PutUint64(rec[8:], uint64(a))
 		if _, err := out.Write(rec[:]); err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
 	p.Close()
 	fmt.Printf("child: %d grants, %d lease calls in %v\n", p.Stats().Granted, p.LeaseCalls(), spec.Run)
+	return nil
 }
 
 // startDelay is the time the children have to start up.
@@ -249,7 +263,7 @@ func startChildren(t *testing.T, spec childSpec, n int) *procRun {
 		if err := os.WriteFile(s.Out, nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(os.Args[0], "-test.run=^TestPartitionedChild$", "-test.count=1", "-test.v=false")
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = s.env()
 		var buf bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &buf, &buf

@@ -444,17 +444,14 @@ func TestPartitionedCluster(t *testing.T) {
 	if redistest.ServerPath() == "" {
 		t.Skip("a cluster needs redis-server")
 	}
-	c, err := redistest.StartCluster()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := sharedCluster(t)
+	key := "cluster {tenant} " + uniqueKey(t)
 	po := PartitionedOptions{Rate: limiter.Per(1000, time.Second), Burst: 100, Partitions: 4, LeaseTTL: 200 * time.Millisecond}
 	var ps []*Partitioned
 	for range 2 {
 		cl := c.Client()
 		defer cl.Close()
-		p, err := NewPartitioned(Options{Client: cl, Key: "cluster {tenant}"}, po)
+		p, err := NewPartitioned(Options{Client: cl, Key: key}, po)
 		if err != nil {
 			t.Fatal(err)
 		}

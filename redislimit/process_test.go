@@ -251,14 +251,11 @@ func TestProcessesCluster(t *testing.T) {
 	if _, err := exec.LookPath("redis-cli"); err != nil {
 		t.Skip("needs redis-cli")
 	}
-	c, err := redistest.StartCluster()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := sharedCluster(t)
+	key := uniqueKey(t)
 	t.Run("sl", func(t *testing.T) {
 		saturation(t, func(attempt int) float64 {
-			cfg := childConfig{Addrs: c.Addrs, Cluster: true, Key: "cluster-sl" + strconv.Itoa(attempt), Alg: "sl", Limit: 20, Window: 100 * time.Millisecond, Dur: runFor(time.Second), G: 4}
+			cfg := childConfig{Addrs: c.Addrs, Cluster: true, Key: key + "-sl" + strconv.Itoa(attempt), Alg: "sl", Limit: 20, Window: 100 * time.Millisecond, Dur: runFor(time.Second), G: 4}
 			evs := runChildren(t, 3, cfg, "grants")
 			g := grantsOf(evs)
 			checkSliding(t, g, cfg.Window, cfg.Limit)
@@ -271,7 +268,7 @@ func TestProcessesCluster(t *testing.T) {
 	t.Run("tb", func(t *testing.T) {
 		// Many keys, so that the limits spread over the three masters.
 		for i := range 3 {
-			cfg := childConfig{Addrs: c.Addrs, Cluster: true, Key: "cluster-tb" + strconv.Itoa(i), Alg: "tb", Limit: 20, Rate: 200, Window: time.Second, Dur: runFor(500 * time.Millisecond), G: 2}
+			cfg := childConfig{Addrs: c.Addrs, Cluster: true, Key: key + "-tb" + strconv.Itoa(i), Alg: "tb", Limit: 20, Rate: 200, Window: time.Second, Dur: runFor(500 * time.Millisecond), G: 2}
 			evs := runChildren(t, 3, cfg, "grants")
 			g := grantsOf(evs)
 			checkBucket(t, g, int64(cfg.Rate), cfg.Window, int64(cfg.Limit))
