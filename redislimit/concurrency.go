@@ -37,27 +37,16 @@ else
   if now < last then now = last end
   used = used - reclaim(now)
 end
-local out = {now, 0, 0}
-for i = 4, #ARGV do
-  local m = ARGV[i]
+local out = reply(4, function(m)
   local p = permits(m)
-  if redis.call('ZSCORE', HOLD, m) then
-    out[#out + 1] = 0
-  elseif used + p <= LIMIT then
-    redis.call('ZADD', HOLD, now + TTL, m)
-    used = used + p
-    out[#out + 1] = 0
-  else
-    out[#out + 1] = -1
-  end
-end
+  if redis.call('ZSCORE', HOLD, m) then return 0 end
+  if used + p > LIMIT then return -1 end
+  redis.call('ZADD', HOLD, now + TTL, m)
+  used = used + p
+  return 0
+end)
 out[2] = used
-if used == 0 then
-  redis.call('DEL', HOLD, ST)
-else
-  redis.call('HSET', ST, 'u', used, 't', now)
-  expire(TTL)
-end
+save(used, TTL, 'u', used, 't', now)
 return out
 `)
 
@@ -88,18 +77,14 @@ local TTL = tonumber(ARGV[1])
 local HOLD, ST = KEYS[1], KEYS[2]
 local last = tonumber(redis.call('HGET', ST, 't'))
 if last ~= nil and now < last then now = last end
-local out = {now, 0, 0}
 local any = false
-for i = 2, #ARGV do
-  local s = tonumber(redis.call('ZSCORE', HOLD, ARGV[i]) or nil)
-  if s ~= nil and s > now then
-    redis.call('ZADD', HOLD, 'XX', now + TTL, ARGV[i])
-    out[#out + 1] = 1
-    any = true
-  else
-    out[#out + 1] = 0
-  end
-end
+local out = reply(2, function(m)
+  local s = tonumber(redis.call('ZSCORE', HOLD, m) or nil)
+  if s == nil or s <= now then return 0 end
+  redis.call('ZADD', HOLD, 'XX', now + TTL, m)
+  any = true
+  return 1
+end)
 if any then
   expire(TTL)
 end

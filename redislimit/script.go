@@ -20,7 +20,10 @@ import (
 // so that it is never earlier than the true start), or nil when INFO is not
 // available in scripts. keepms(us) is the expiry, in milliseconds, of a key
 // whose state matters for us more microseconds: rounded down, and 2 ms to
-// spare.
+// spare. reply(first, decide) is the reply of a script deciding a batch of
+// requests (see algorithm): {now, 0, 0, r1, …, rk}, where ri =
+// decide(ARGV[first+i-1]), called on the requests in order; the script
+// then sets a and b.
 const luaPrelude = `
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 local tm = redis.call('TIME')
@@ -33,6 +36,11 @@ local function started(t)
   return t - up * 1000000
 end
 local function keepms(us) return math.floor(us / 1000) + 2 end
+local function reply(first, decide)
+  local out = {now, 0, 0}
+  for i = first, #ARGV do out[#out + 1] = decide(ARGV[i]) end
+  return out
+end
 `
 
 // permitSet starts the scripts of the strict log and the semaphore, which
@@ -41,7 +49,9 @@ local function keepms(us) return math.floor(us / 1000) + 2 end
 // permits(m) is the permits member m holds; reclaim(t) removes the members
 // scored at or before t and returns the permits they held; expire(us) makes
 // both keys expire when their state no longer matters, us microseconds from
-// now.
+// now; save(n, us, field, value, …) keeps a limit that counts n permits: it
+// sets the hash's fields and expire(us), or, when n is 0, deletes both keys
+// (an empty limit leaves nothing in Redis).
 const permitSet = `
 local function permits(m) return tonumber(string.match(m, ':(%d+)$')) end
 local function reclaim(t)
@@ -57,6 +67,14 @@ local function expire(us)
   local ms = keepms(us)
   redis.call('PEXPIRE', KEYS[1], ms)
   redis.call('PEXPIRE', KEYS[2], ms)
+end
+local function save(n, us, ...)
+  if n == 0 then
+    redis.call('DEL', KEYS[1], KEYS[2])
+    return
+  end
+  redis.call('HSET', KEYS[2], ...)
+  expire(us)
 end
 `
 

@@ -39,16 +39,12 @@ else
   local el = now - last
   if el >= MAXEL then debt = 0 else debt = math.max(debt - el * N, 0) end
 end
-local out = {now, 0, 0}
-for i = 6, #ARGV do
-  local c = tonumber(ARGV[i]) * D
-  if debt + c <= TOL then
-    debt = debt + c
-    out[#out + 1] = 0
-  else
-    out[#out + 1] = debt + c - TOL
-  end
-end
+local out = reply(6, function(a)
+  local c = tonumber(a) * D
+  if debt + c > TOL then return debt + c - TOL end
+  debt = debt + c
+  return 0
+end)
 out[2] = debt
 if debt == 0 then
   if st then redis.call('DEL', KEYS[1]) end

@@ -30,17 +30,13 @@ if s ~= start then
     if up ~= nil and up > start then c = LIMIT end
   end
 end
-local out = {now, 0, start + W - now}
-for i = 4, #ARGV do
-  local p = tonumber(ARGV[i])
-  if c + p <= LIMIT then
-    c = c + p
-    out[#out + 1] = 0
-  else
-    out[#out + 1] = start + W - now
-  end
-end
-out[2] = c
+local out = reply(4, function(a)
+  local p = tonumber(a)
+  if c + p > LIMIT then return start + W - now end
+  c = c + p
+  return 0
+end)
+out[2], out[3] = c, start + W - now
 redis.call('SET', KEYS[1], string.format('%.0f %.0f %.0f', start, c, now), 'PX', keepms(start + W - now))
 return out
 `)
@@ -167,28 +163,19 @@ local function waitfor(need)
     idx = idx + 64
   end
 end
-local out = {now, 0, 0}
-for i = 4, #ARGV do
-  local p = tonumber(ARGV[i])
-  if tot + p <= LIMIT then
-    if p > 0 then
-      seq = seq + 1
-      redis.call('ZADD', LOG, now, string.format('%.0f', seq) .. ':' .. ARGV[i])
-      tot, newest = tot + p, now
-    end
-    out[#out + 1] = 0
-  else
-    out[#out + 1] = waitfor(tot + p - LIMIT)
+local out = reply(4, function(a)
+  local p = tonumber(a)
+  if tot + p > LIMIT then return waitfor(tot + p - LIMIT) end
+  if p > 0 then
+    seq = seq + 1
+    redis.call('ZADD', LOG, now, string.format('%.0f', seq) .. ':' .. a)
+    tot, newest = tot + p, now
   end
-end
+  return 0
+end)
 out[2] = tot
-if tot == 0 then
-  redis.call('DEL', LOG, ST)
-else
-  out[3] = newest + W - now
-  redis.call('HSET', ST, 'n', tot, 'q', seq, 't', now, 'z', newest)
-  expire(newest + W - now)
-end
+if tot ~= 0 then out[3] = newest + W - now end
+save(tot, out[3], 'n', tot, 'q', seq, 't', now, 'z', newest)
 return out
 `)
 
