@@ -106,24 +106,16 @@ func TestOptionErrorOrder(t *testing.T) {
 	badQ := limiter.QueueOptions{Limit: -1}
 	oddTTL := Options{Client: c, Key: "k", LeaseTTL: 3*time.Millisecond + 500*time.Nanosecond}
 	tb := func(o Options, opts limiter.TokenBucketOptions) []error {
-		_, e1 := NewTokenBucket(o, opts)
-		_, e2 := NewKeyedTokenBucket(o, opts)
-		return []error{e1, e2}
+		return constructorErrs(NewTokenBucket, NewKeyedTokenBucket, o, opts)
 	}
 	fw := func(o Options, opts limiter.FixedWindowOptions) []error {
-		_, e1 := NewFixedWindow(o, opts)
-		_, e2 := NewKeyedFixedWindow(o, opts)
-		return []error{e1, e2}
+		return constructorErrs(NewFixedWindow, NewKeyedFixedWindow, o, opts)
 	}
 	sl := func(o Options, opts limiter.SlidingLogOptions) []error {
-		_, e1 := NewSlidingLog(o, opts)
-		_, e2 := NewKeyedSlidingLog(o, opts)
-		return []error{e1, e2}
+		return constructorErrs(NewSlidingLog, NewKeyedSlidingLog, o, opts)
 	}
 	cc := func(o Options, opts limiter.ConcurrencyOptions) []error {
-		_, e1 := NewConcurrency(o, opts)
-		_, e2 := NewKeyedConcurrency(o, opts)
-		return []error{e1, e2}
+		return constructorErrs(NewConcurrency, NewKeyedConcurrency, o, opts)
 	}
 	cases := []struct {
 		field string
@@ -153,4 +145,12 @@ func TestOptionErrorOrder(t *testing.T) {
 			}
 		}
 	}
+}
+
+// constructorErrs returns the errors of a plain and a keyed constructor
+// given the same options.
+func constructorErrs[O, L any](plain func(Options, O) (L, error), keyed func(Options, O) (*Keyed, error), o Options, opts O) []error {
+	_, e1 := plain(o, opts)
+	_, e2 := keyed(o, opts)
+	return []error{e1, e2}
 }
