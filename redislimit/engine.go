@@ -258,15 +258,9 @@ func (e *engine) late(h *handle, batch []*request) func(any, error) {
 
 // ints reads a script's reply: an array of n integers.
 func ints(v any, n int) ([]int64, error) {
-	a, ok := v.([]any)
-	if !ok || len(a) != n {
+	out, ok := intReply(v)
+	if !ok || len(out) != n {
 		return nil, unavailable(fmt.Errorf("redislimit: unexpected script reply %v", v))
-	}
-	out := make([]int64, n)
-	for i, x := range a {
-		if out[i], ok = x.(int64); !ok {
-			return nil, unavailable(fmt.Errorf("redislimit: unexpected script reply %v", v))
-		}
 	}
 	return out, nil
 }

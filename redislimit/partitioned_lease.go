@@ -83,7 +83,7 @@ func (p *Partitioned) sync() (time.Duration, bool) {
 	defer p.mu.Unlock()
 	p.lastSync = sendAt
 	if err != nil {
-		p.unavail.Store(&err) // roundTrip's error wraps ErrUnavailable
+		p.unavail.Store(&err) // it wraps ErrUnavailable (a failed round trip, or a malformed reply)
 		if closing {
 			return 0, false // the leases lapse in Redis after their TTL
 		}
@@ -250,24 +250,20 @@ func (p *Partitioned) call(req syncRequest) (syncReply, error) {
 	return parseSyncReply(v)
 }
 
+// parseSyncReply reads the sync script's reply. A malformed one is an error
+// wrapping ErrUnavailable, as every failed sync's is.
 func parseSyncReply(reply any) (syncReply, error) {
-	bad := fmt.Errorf("redislimit: malformed partition sync reply %v", reply)
-	vs, _ := reply.([]any)
-	if len(vs) < 7 {
-		return syncReply{}, bad
+	bad := func() (syncReply, error) {
+		return syncReply{}, unavailable(fmt.Errorf("redislimit: malformed partition sync reply %v", reply))
 	}
-	v := make([]int64, len(vs))
-	for i, x := range vs {
-		n, ok := x.(int64)
-		if !ok {
-			return syncReply{}, bad
-		}
-		v[i] = n
+	v, ok := intReply(reply)
+	if !ok || len(v) < 7 {
+		return bad()
 	}
 	r := syncReply{now: v[0], qend: v[1], excess: int(v[2]), level: float64(v[3]) / 1000, free: int(v[4])}
 	nl := int(v[5])
 	if nl < 0 || len(v) < 7+nl {
-		return syncReply{}, bad
+		return bad()
 	}
 	for _, x := range v[6 : 6+nl] {
 		r.lost = append(r.lost, int(x))
@@ -275,7 +271,7 @@ func parseSyncReply(reply any) (syncReply, error) {
 	ng := int(v[6+nl])
 	rest := v[7+nl:]
 	if ng < 0 || len(rest) != 2*ng {
-		return syncReply{}, bad
+		return bad()
 	}
 	for j := range ng {
 		r.got = append(r.got, int(rest[2*j]))

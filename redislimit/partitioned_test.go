@@ -496,3 +496,23 @@ func TestPartitionedIdleKeeperEnds(t *testing.T) {
 	}
 	waitPartitions(t, p, 1)
 }
+
+// A malformed sync reply (a proxy's, a foreign script's) is Redis unable to
+// decide: its error wraps ErrUnavailable, as every other sync failure's does,
+// so that FailClosed refuses with it.
+func TestPartitionedMalformedReply(t *testing.T) {
+	for _, reply := range []any{
+		"OK",
+		[]any{int64(1), int64(2)},
+		[]any{int64(1), int64(0), int64(0), int64(0), int64(0), "x", int64(0)},
+		[]any{int64(1), int64(0), int64(0), int64(0), int64(0), int64(5), int64(0)},
+	} {
+		if _, err := parseSyncReply(reply); !errors.Is(err, ErrUnavailable) {
+			t.Errorf("parseSyncReply(%v): %v, want an error wrapping ErrUnavailable", reply, err)
+		}
+	}
+	if r, err := parseSyncReply([]any{int64(7), int64(0), int64(0), int64(1500), int64(2), int64(0), int64(1), int64(3), int64(-1)}); err != nil ||
+		r.now != 7 || r.level != 1.5 || r.free != 2 || len(r.got) != 1 || r.got[0] != 3 || r.gotDebt[0] != -1 {
+		t.Errorf("a well-formed reply: %+v, %v", r, err)
+	}
+}

@@ -125,6 +125,22 @@ func unavailable(err error) error {
 	return &unavailableError{cause: err}
 }
 
+// intReply reads a script's reply as an array of integers; ok is false for
+// any other reply.
+func intReply(v any) (out []int64, ok bool) {
+	a, ok := v.([]any)
+	if !ok {
+		return nil, false
+	}
+	out = make([]int64, len(a))
+	for i, x := range a {
+		if out[i], ok = x.(int64); !ok {
+			return nil, false
+		}
+	}
+	return out, true
+}
+
 // roundTrip runs s once, within timeout. The context carries the deadline
 // but no timer and no cancellation: a client that honours deadlines
 // (ContextTimeoutEnabled) turns it into the connection's I/O deadlines,
