@@ -276,7 +276,7 @@ func (p *Partitioned) take(now, k int64) (status int, retry int64) {
 		nows := (now - c.base) * c.rate
 		from := max(tat, nows)
 		if over := from + need - nows - c.tol; over > 0 {
-			return ptLimited, over/c.rate + partBool(over%c.rate != 0)
+			return ptLimited, ceilDiv(over, c.rate)
 		}
 		if k == 0 {
 			return ptOK, 0
@@ -285,13 +285,6 @@ func (p *Partitioned) take(now, k int64) (status int, retry int64) {
 			return ptOK, 0
 		}
 	}
-}
-
-func partBool(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // lockDebt swaps the state for the locked sentinel and returns the bucket's
@@ -662,7 +655,7 @@ func (p *Partitioned) Quota() limiter.Quota {
 		q.Remaining = avail
 	}
 	if c.rate > 0 {
-		q.Reset = time.Duration(debt/c.rate + partBool(debt%c.rate != 0))
+		q.Reset = time.Duration(ceilDiv(debt, c.rate))
 	}
 	return q
 }

@@ -167,9 +167,9 @@ func (p *Partitioned) release(now int64, give int) (idx []int, debtsUS []int64) 
 		share = min(share, b*p.cost)
 		keepDebt -= share
 		// share scaled units take share/unit ns for one partition to earn.
-		ns := share/p.unit + partBool(share%p.unit != 0)
+		ns := ceilDiv(share, p.unit)
 		idx = append(idx, i)
-		debtsUS = append(debtsUS, ns/1000+partBool(ns%1000 != 0))
+		debtsUS = append(debtsUS, ceilDiv(ns, 1000))
 	}
 	p.parts = p.parts[:len(p.parts)-give]
 	p.install(now, c.deadline, max(keepDebt, 0), old)
@@ -227,11 +227,7 @@ type syncReply struct {
 func (p *Partitioned) call(req syncRequest) (syncReply, error) {
 	args := make([]any, 0, 9+len(req.keep)+2*len(req.rel))
 	keepMS := min((2*p.ttl.Microseconds()+p.refillUS(0)+999)/1000, int64(30*24*time.Hour/time.Millisecond))
-	hungry := "0"
-	if req.hungry {
-		hungry = "1"
-	}
-	args = append(args, p.owner, p.ttl.Microseconds(), p.po.Partitions, req.want, hungry, keepMS, len(req.keep))
+	args = append(args, p.owner, p.ttl.Microseconds(), p.po.Partitions, req.want, boolArg(req.hungry), keepMS, len(req.keep))
 	for _, i := range req.keep {
 		args = append(args, i)
 	}

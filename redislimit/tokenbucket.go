@@ -97,7 +97,9 @@ func tokenBucket(opts limiter.TokenBucketOptions, guard bool) (algorithm, error)
 }
 
 // retry converts the units over capacity into the wait until they are not.
-func (a *tbAlg) retry(x int64) time.Duration { return ceilDiv(x, a.n) * time.Microsecond }
+func (a *tbAlg) retry(x int64) time.Duration {
+	return time.Duration(ceilDiv(x, a.n)) * time.Microsecond
+}
 
 // quota reads the debt after the decision.
 func (a *tbAlg) quota(debt, _ int64) limiter.Quota {
@@ -109,7 +111,14 @@ func (a *tbAlg) quota(debt, _ int64) limiter.Quota {
 	}
 }
 
-func ceilDiv(a, b int64) time.Duration { return time.Duration((a + b - 1) / b) }
+// ceilDiv returns a/b rounded up, for a >= 0 and b > 0, without overflow.
+func ceilDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 {
+		q++
+	}
+	return q
+}
 
 func boolArg(b bool) string {
 	if b {
