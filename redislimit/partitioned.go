@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rategate/rategate/internal/exact"
 	"github.com/rategate/rategate/limiter"
 )
 
@@ -276,7 +277,7 @@ func (p *Partitioned) take(now, k int64) (status int, retry int64) {
 		nows := (now - c.base) * c.rate
 		from := max(tat, nows)
 		if over := from + need - nows - c.tol; over > 0 {
-			return ptLimited, ceilDiv(over, c.rate)
+			return ptLimited, exact.CeilDiv(over, c.rate)
 		}
 		if k == 0 {
 			return ptOK, 0
@@ -645,7 +646,7 @@ func (p *Partitioned) Stats() limiter.Stats {
 func (p *Partitioned) Quota() limiter.Quota {
 	q := limiter.Quota{Limit: int64(p.po.Burst)}
 	n, per := p.po.Rate.Events(), int64(p.po.Rate.Period())
-	if w, ok := partMulDivCeil(int64(p.po.Burst), per, n); ok {
+	if w, ok := exact.MulDivCeil(int64(p.po.Burst), per, n); ok {
 		q.Window = time.Duration(w)
 	} else {
 		q.Window = time.Duration(math.MaxInt64)
@@ -655,7 +656,7 @@ func (p *Partitioned) Quota() limiter.Quota {
 		q.Remaining = avail
 	}
 	if c.rate > 0 {
-		q.Reset = time.Duration(ceilDiv(debt, c.rate))
+		q.Reset = time.Duration(exact.CeilDiv(debt, c.rate))
 	}
 	return q
 }

@@ -163,13 +163,13 @@ func (p *Partitioned) release(now int64, give int) (idx []int, debtsUS []int64) 
 	keepDebt := debt
 	for _, i := range p.parts[len(p.parts)-give:] {
 		b := p.partBurst(i)
-		share, _ := partMulDivCeil(debt, b, max(c.burst, 1))
+		share, _ := exact.MulDivCeil(debt, b, max(c.burst, 1))
 		share = min(share, b*p.cost)
 		keepDebt -= share
 		// share scaled units take share/unit ns for one partition to earn.
-		ns := ceilDiv(share, p.unit)
+		ns := exact.CeilDiv(share, p.unit)
 		idx = append(idx, i)
-		debtsUS = append(debtsUS, ceilDiv(ns, 1000))
+		debtsUS = append(debtsUS, exact.CeilDiv(ns, 1000))
 	}
 	p.parts = p.parts[:len(p.parts)-give]
 	p.install(now, c.deadline, max(keepDebt, 0), old)
@@ -338,13 +338,9 @@ func (p *Partitioned) apply(req syncRequest, r syncReply, sendAt int64) time.Dur
 	return max(next, 0)
 }
 
-// partMulDivCeil returns ceil(a*b/c) and whether it fits in an int64, for
-// a, b >= 0 and c > 0.
-func partMulDivCeil(a, b, c int64) (int64, bool) { return exact.MulDivCeil(a, b, c) }
-
 // refillUS is how long partition i takes to fill from empty, in µs.
 func (p *Partitioned) refillUS(i int) int64 {
-	us, ok := partMulDivCeil(p.partBurst(i), p.cost, p.unit*1000)
+	us, ok := exact.MulDivCeil(p.partBurst(i), p.cost, p.unit*1000)
 	if !ok {
 		return math.MaxInt64 / 4
 	}

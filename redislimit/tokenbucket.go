@@ -4,6 +4,7 @@ import (
 	"math/big"
 	"time"
 
+	"github.com/rategate/rategate/internal/exact"
 	"github.com/rategate/rategate/limiter"
 )
 
@@ -98,7 +99,7 @@ func tokenBucket(opts limiter.TokenBucketOptions, guard bool) (algorithm, error)
 
 // retry converts the units over capacity into the wait until they are not.
 func (a *tbAlg) retry(x int64) time.Duration {
-	return time.Duration(ceilDiv(x, a.n)) * time.Microsecond
+	return time.Duration(exact.CeilDiv(x, a.n)) * time.Microsecond
 }
 
 // quota reads the debt after the decision.
@@ -107,17 +108,8 @@ func (a *tbAlg) quota(debt, _ int64) limiter.Quota {
 		Limit:     a.burst,
 		Window:    time.Duration(a.maxel) * time.Microsecond,
 		Remaining: (a.tol - debt) / a.d,
-		Reset:     time.Duration(ceilDiv(debt, a.n)) * time.Microsecond,
+		Reset:     time.Duration(exact.CeilDiv(debt, a.n)) * time.Microsecond,
 	}
-}
-
-// ceilDiv returns a/b rounded up, for a >= 0 and b > 0, without overflow.
-func ceilDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 {
-		q++
-	}
-	return q
 }
 
 func boolArg(b bool) string {
