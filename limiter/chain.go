@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rategate/rategate/internal/precise"
 )
 
 // Chain returns a Limiter that grants n permits only when every one of ls
@@ -185,12 +187,8 @@ func (c *chain) leave(w *chainWaiter) {
 // serve is the head waiter's loop: decide, and until the chain grants,
 // wait for the member that refused.
 func (c *chain) serve(ctx context.Context, n int) (Lease, error) {
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	var pt precise.Timer // waits end at the instant, as the members' own queues do
+	defer pt.Stop()
 	skip, have := -1, Lease{}
 	backoff := time.Duration(0)
 	waited := false // the last round waited in a member's queue
@@ -223,7 +221,8 @@ func (c *chain) serve(ctx context.Context, n int) (Lease, error) {
 				lease.why = reasonDeadline
 				return lease, fmt.Errorf("limiter: chain: %w", err)
 			}
-			if err := sleep(ctx, &timer, d); err != nil {
+			if pt.Until(ctx, nil, time.Now().Add(d), 0) == precise.Done {
+				err := ctx.Err()
 				return ctxDenied(err), err
 			}
 			continue

@@ -268,22 +268,6 @@ func pastDeadline(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
-// sleep waits d on *t (made on first use, reset after), or until ctx ends,
-// whose error it then returns.
-func sleep(ctx context.Context, t **time.Timer, d time.Duration) error {
-	if *t == nil {
-		*t = time.NewTimer(d)
-	} else {
-		(*t).Reset(d)
-	}
-	select {
-	case <-(*t).C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 func (b *base) push(w *waiter) {
 	if b.head == nil {
 		b.head, b.tail = w, w

@@ -66,6 +66,14 @@ var contenders = []contender{
 		l, err := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(r, time.Second), Burst: 1})
 		return rategateAcquire(l), err
 	}},
+	{"rategate Chain(LeakyBucket, TokenBucket)", func(r int) (func() error, error) {
+		p, err := limiter.NewLeakyBucket(limiter.LeakyBucketOptions{Rate: limiter.Per(r, time.Second)})
+		if err != nil {
+			return nil, err
+		}
+		tb, err := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(1<<30, time.Second), Burst: 1 << 20})
+		return rategateAcquire(limiter.Chain(p, tb)), err
+	}},
 	{"rategate LeakyBucket Spin 2ms", func(r int) (func() error, error) {
 		l, err := limiter.NewLeakyBucket(limiter.LeakyBucketOptions{Rate: limiter.Per(r, time.Second), Queue: limiter.QueueOptions{Spin: spin}})
 		return rategateAcquire(l), err
