@@ -230,6 +230,36 @@ func TestKeyedTokenBucketCloseEndsWaits(t *testing.T) {
 	})
 }
 
+// A NewestFirst key queue that is full pushes its oldest waiter out at the
+// instant a newer one arrives, with ErrQueueFull, however long that waiter
+// was to wait.
+func TestKeyedTokenBucketPushOutIsImmediate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		k, _ := NewKeyedTokenBucket[string](TokenBucketOptions{
+			Rate: Per(1, time.Hour), Burst: 1, Queue: QueueOptions{Limit: 1, Order: NewestFirst},
+		})
+		k.TryAcquire("a", 1)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		type result struct {
+			err error
+			at  time.Duration
+		}
+		start := time.Now()
+		old := make(chan result, 1)
+		go func() {
+			_, err := k.Acquire(ctx, "a", 1)
+			old <- result{err, time.Since(start)}
+		}()
+		time.Sleep(time.Minute)
+		go k.Acquire(ctx, "a", 1) // newer: it heads the queue and pushes the first out
+		r := <-old
+		if !errors.Is(r.err, ErrQueueFull) || r.at != time.Minute {
+			t.Fatalf("pushed-out waiter: %v at %v, want ErrQueueFull at 1m0s", r.err, r.at)
+		}
+	})
+}
+
 func TestKeyedTokenBucketValidatesQueue(t *testing.T) {
 	_, err := NewKeyedTokenBucket[string](TokenBucketOptions{Rate: Per(1, time.Second), Burst: 1, Queue: QueueOptions{Limit: -5, Order: 7}})
 	var oe *OptionError

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rategate/rategate/internal/precise"
 )
 
 // KeyedTokenBucket is a compact set of token buckets, one per key, all with
@@ -30,7 +32,6 @@ type KeyedTokenBucket[K comparable] struct {
 	origin time.Time
 	seed   maphash.Seed
 	closed atomic.Bool
-	done   chan struct{} // closed by Close
 	shards [keyedShards]bucketShard[K]
 }
 
@@ -59,10 +60,20 @@ type keyQueue struct {
 	cost int64 // what Queue.Limit caps: permits queued, a zero-permit waiter counting one
 }
 
+// keyWaiter is one Acquire call waiting on a key. Whatever concerns it (it
+// became the head, a NewestFirst queue pushed it out, Close) pokes it; it
+// then looks, under the shard's lock, at what changed.
 type keyWaiter struct {
 	n    int
-	head chan struct{} // closed when the waiter becomes the head
-	out  chan struct{} // closed when a NewestFirst queue pushes it out
+	poke chan struct{} // buffered: a poke is never lost, nor waited for
+	out  bool          // pushed out of a full NewestFirst queue; under mu
+}
+
+func (w *keyWaiter) wake() {
+	select {
+	case w.poke <- struct{}{}:
+	default:
+	}
 }
 
 // NewKeyedTokenBucket returns an empty set of token buckets, or an
@@ -75,7 +86,7 @@ func NewKeyedTokenBucket[K comparable](opts TokenBucketOptions) (*KeyedTokenBuck
 	if err != nil {
 		return nil, err
 	}
-	return &KeyedTokenBucket[K]{cfg: c, q: opts.Queue, origin: time.Now(), seed: maphash.MakeSeed(), done: make(chan struct{})}, nil
+	return &KeyedTokenBucket[K]{cfg: c, q: opts.Queue, origin: time.Now(), seed: maphash.MakeSeed()}, nil
 }
 
 func tagOf(h uint64) uint8 { return 0x80 | uint8(h>>57)&0x7f }
@@ -312,41 +323,44 @@ func (k *KeyedTokenBucket[K]) enqueue(ctx context.Context, s *bucketShard[K], ke
 		}
 		s.waits[key] = q
 	}
-	w := &keyWaiter{n: n, head: make(chan struct{}), out: make(chan struct{})}
+	w := &keyWaiter{n: n, poke: make(chan struct{}, 1)}
 	if k.q.Order == NewestFirst && len(q.ws) > 0 {
-		q.ws[0].head = make(chan struct{}) // no longer the head: it waits again
+		// The old head finds, when it next looks, that it no longer is.
 		q.ws = append([]*keyWaiter{w}, q.ws...)
 		for lim := int64(k.q.Limit); lim > 0 && q.cost > lim-cost; {
 			old := q.ws[len(q.ws)-1]
 			q.ws = q.ws[:len(q.ws)-1]
 			q.cost -= max(int64(old.n), 1)
-			close(old.out)
+			old.out = true
+			old.wake()
 		}
 	} else {
 		q.ws = append(q.ws, w)
 	}
 	q.cost += cost
-	if q.ws[0] == w {
-		close(w.head)
-	}
-	return w, Lease{}, nil
+	return w, Lease{}, nil // its wait starts by looking whether it heads the queue
 }
 
-// wait serves w: until it heads its key's queue it waits; then it sleeps
-// until the bucket could grant and tries, until granted.
+// wait serves w: until it heads its key's queue it waits for a poke; then
+// it waits precisely (internal/precise, as every limiter's queue does) until
+// the bucket could grant, and tries, until granted.
 func (k *KeyedTokenBucket[K]) wait(ctx context.Context, s *bucketShard[K], key K, w *keyWaiter) (Lease, error) {
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	var pt precise.Timer
+	defer pt.Stop()
 	_, h := k.locate(key)
 	for {
-		var wake <-chan time.Time
+		var at time.Time
 		now := int64(time.Since(k.origin))
 		s.mu.Lock()
-		head := w.head
+		if w.out {
+			s.mu.Unlock()
+			return denied(reasonQueueFull, 0), ErrQueueFull
+		}
+		if k.closed.Load() {
+			k.remove(s, key, w)
+			s.mu.Unlock()
+			return denied(reasonClosed, 0), ErrClosed
+		}
 		if q := s.waits[key]; q != nil && q.ws[0] == w {
 			k.rebase(s, now)
 			ok, retry := k.step(s, key, h, now, w.n)
@@ -361,32 +375,14 @@ func (k *KeyedTokenBucket[K]) wait(ctx context.Context, s *bucketShard[K], key K
 				s.mu.Unlock()
 				return denied(reasonDeadline, time.Duration(retry)), err
 			}
-			timer = resetTimer(timer, time.Duration(retry))
-			wake, head = timer.C, nil
+			at = k.origin.Add(time.Duration(now + retry))
 		}
 		s.mu.Unlock()
-		select {
-		case <-wake:
-		case <-head:
-		case <-w.out:
-			return denied(reasonQueueFull, 0), ErrQueueFull
-		case <-ctx.Done():
+		if pt.Until(ctx, w.poke, at, 0) == precise.Done {
 			k.leave(s, key, w)
 			return ctxDenied(ctx.Err()), ctx.Err()
-		case <-k.done:
-			k.leave(s, key, w)
-			return denied(reasonClosed, 0), ErrClosed
 		}
 	}
-}
-
-// resetTimer arms t (made if nil) to fire after d.
-func resetTimer(t *time.Timer, d time.Duration) *time.Timer {
-	if t == nil {
-		return time.NewTimer(d)
-	}
-	t.Reset(d)
-	return t
 }
 
 func (k *KeyedTokenBucket[K]) leave(s *bucketShard[K], key K, w *keyWaiter) {
@@ -411,7 +407,7 @@ func (k *KeyedTokenBucket[K]) remove(s *bucketShard[K], key K, w *keyWaiter) {
 		if len(q.ws) == 0 {
 			delete(s.waits, key)
 		} else if i == 0 {
-			close(q.ws[0].head)
+			q.ws[0].wake() // the next head
 		}
 		return
 	}
@@ -479,8 +475,20 @@ func (k *KeyedTokenBucket[K]) For(key K) Limiter { return forKey[K]{k, key} }
 // Close fails every waiting Acquire with ErrClosed and makes later calls
 // fail with ErrClosed. It returns nil, also when called again.
 func (k *KeyedTokenBucket[K]) Close() error {
-	if !k.closed.Swap(true) {
-		close(k.done)
+	if k.closed.Swap(true) {
+		return nil
+	}
+	// Every waiter then finds, under its shard's lock, the set closed; one
+	// that queues after its shard was walked sees it when it first looks.
+	for i := range k.shards {
+		s := &k.shards[i]
+		s.mu.Lock()
+		for _, q := range s.waits {
+			for _, w := range q.ws {
+				w.wake()
+			}
+		}
+		s.mu.Unlock()
 	}
 	return nil
 }

@@ -66,6 +66,10 @@ var contenders = []contender{
 		l, err := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(r, time.Second), Burst: 1})
 		return rategateAcquire(l), err
 	}},
+	{"rategate KeyedTokenBucket b=1, one key", func(r int) (func() error, error) {
+		k, err := limiter.NewKeyedTokenBucket[string](limiter.TokenBucketOptions{Rate: limiter.Per(r, time.Second), Burst: 1})
+		return rategateAcquire(k.For("host")), err
+	}},
 	{"rategate Chain(LeakyBucket, TokenBucket)", func(r int) (func() error, error) {
 		p, err := limiter.NewLeakyBucket(limiter.LeakyBucketOptions{Rate: limiter.Per(r, time.Second)})
 		if err != nil {
