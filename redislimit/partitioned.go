@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rategate/rategate/internal/exact"
+	"github.com/rategate/rategate/internal/precise"
 	"github.com/rategate/rategate/limiter"
 )
 
@@ -496,9 +497,7 @@ func (p *Partitioned) wait(ctx context.Context, n int) (limiter.Lease, error) {
 	}
 	h := headWait{p: p, n: n}
 	defer func() {
-		if h.timer != nil {
-			h.timer.Stop()
-		}
+		h.pt.Stop()
 		p.leave(w)
 	}()
 	for {
@@ -511,9 +510,9 @@ func (p *Partitioned) wait(ctx context.Context, n int) (limiter.Lease, error) {
 
 // headWait is the waiter at the head of the queue.
 type headWait struct {
-	p     *Partitioned
-	n     int
-	timer *time.Timer
+	p  *Partitioned
+	n  int
+	pt precise.Timer // waits end at the instant, as limiter's queues' do
 }
 
 // step tries once to take the permits and, if it cannot, waits for the
@@ -523,9 +522,14 @@ func (h *headWait) step(ctx context.Context) (limiter.Lease, error, bool) {
 	p.mu.Lock()
 	changed := p.changed
 	p.mu.Unlock()
+	select {
+	case <-p.closeCh:
+		return limiter.Denied(ErrClosed, 0), ErrClosed, true
+	default:
+	}
 	now := p.now()
 	st, retry := p.take(now, int64(n))
-	var wake <-chan time.Time
+	var at time.Time // zero: wait for a change of the held partitions
 	switch st {
 	case ptOK:
 		p.counted(n)
@@ -537,12 +541,7 @@ func (h *headWait) step(ctx context.Context) (limiter.Lease, error, bool) {
 			return limiter.Denied(context.DeadlineExceeded, time.Duration(retry)),
 				fmt.Errorf("redislimit: %d permits come after the deadline: %w", n, context.DeadlineExceeded), true
 		}
-		if h.timer == nil {
-			h.timer = time.NewTimer(time.Duration(retry))
-		} else {
-			h.timer.Reset(time.Duration(retry))
-		}
-		wake = h.timer.C
+		at = p.origin.Add(time.Duration(now + retry))
 	default:
 		p.hunger()
 		if st == ptNoLease {
@@ -551,13 +550,8 @@ func (h *headWait) step(ctx context.Context) (limiter.Lease, error, bool) {
 			}
 		}
 	}
-	select {
-	case <-wake:
-	case <-changed:
-	case <-ctx.Done():
+	if h.pt.Until(ctx, changed, at, 0) == precise.Done {
 		return limiter.Denied(ctx.Err(), 0), ctx.Err(), true
-	case <-p.closeCh:
-		return limiter.Denied(ErrClosed, 0), ErrClosed, true
 	}
 	return limiter.Lease{}, nil, false
 }
@@ -673,6 +667,8 @@ func (p *Partitioned) Close() error {
 	}
 	p.closed = true
 	close(p.closeCh)
+	close(p.changed) // the head waiter waits on changed alone, and sees closeCh
+	p.changed = make(chan struct{})
 	done := p.done
 	running := p.running
 	p.mu.Unlock()
