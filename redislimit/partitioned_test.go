@@ -293,6 +293,30 @@ func TestPartitionedAcquireQueue(t *testing.T) {
 	})
 }
 
+// Close ends the wait of the head of the queue at once, not when the permits
+// it waits for would have come.
+func TestPartitionedCloseEndsHeadWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := holding(t, unitOpts, []int{0}, 10) // empty: the next permit in 40 ms
+		errc := make(chan error, 1)
+		go func() {
+			_, err := p.Acquire(t.Context(), 5) // 200 ms away
+			errc <- err
+		}()
+		synctest.Wait()
+		start := time.Now()
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errc; !errors.Is(err, limiter.ErrClosed) {
+			t.Fatalf("head waiter after Close: %v, want ErrClosed", err)
+		}
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("head waiter ended %v after Close, want at once", d)
+		}
+	})
+}
+
 func TestPartitionedNilContext(t *testing.T) {
 	p := holding(t, unitOpts, []int{0}, 0)
 	defer func() {
