@@ -128,11 +128,16 @@ func (g *gcra) tryTake(now, k int64, counted bool) (status int, retry int64) {
 		if early > 0 {
 			return takeLimited, c.ns(early)
 		}
-		if counted && c.mask != 0 {
+		// A grant of permits moves tat forward, so the word it leaves never
+		// recurs (a stale compare-and-swap cannot land on it) and may carry
+		// the count; a grant of none leaves the word as it is and is counted
+		// on the counter.
+		inWord := counted && c.mask != 0 && k > 0
+		if inWord {
 			uncounted++
 		}
 		if next = next<<c.shift | uncounted; next == word || g.word.CompareAndSwap(word, next) {
-			if counted && c.mask == 0 {
+			if counted && !inWord {
 				g.count.Add(1)
 			}
 			return takeOK, 0
