@@ -26,9 +26,11 @@
 // key's queue and returns. Each key's queue is first in, first out. A worker
 // that frees up takes the next key that is ready, in turn; a key whose
 // limiter refuses is set aside until the instant the limiter names
-// (Lease.RetryAfter), on one timer for the whole pool, or, when the limiter
-// cannot name one (a limiter.Concurrency waits for a release), waits in the
-// limiter's Acquire on a goroutine that holds no worker. So a key at its limit
+// (Lease.RetryAfter), woken at that instant precisely (as the limiters'
+// queues are) by one waiter for the whole pool that runs only while keys are
+// set aside; or, when the limiter cannot name one (a limiter.Concurrency
+// waits for a release), it waits in the limiter's Acquire on a goroutine that
+// holds no worker. So a key at its limit
 // holds up only its own tasks, whatever order the tasks were submitted in,
 // and an idle key costs nothing: no goroutine, no timer, no queue.
 //

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rategate/rategate/internal/precise"
 	"github.com/rategate/rategate/internal/timeheap"
 	"github.com/rategate/rategate/limiter"
 )
@@ -96,20 +97,20 @@ func (k *keyQueue) pop() keyItem {
 }
 
 // keySched is the keyed tasks' scheduler: the keys with queued tasks, the
-// ready list, the parked keys and the one timer that wakes them. It has no
-// goroutine of its own: GoKey, a finishing task, the timer and an Acquire
-// that returns each hand out what became ready (Pool.dispatch).
+// ready list, and the parked keys with the one waiter that wakes them. It has
+// no goroutine of its own but that waiter, which runs only while keys are
+// parked: GoKey, a finishing task, the waiter and an Acquire that returns
+// each hand out what became ready (Pool.dispatch).
 type keySched struct {
 	mu          sync.Mutex
 	keys        map[string]*keyQueue
 	first, last *keyQueue    // the ready list
 	nready      atomic.Int64 // keys in the ready list, read without mu
 	parked      keyHeap
-	timer       *time.Timer
-	timerAt     time.Time
-	armed       bool
-	queued      int // tasks in every queue
-	roomWaiters int // GoKey calls waiting for the queued tasks to go under the cap
+	parking     bool          // the waiter for the parked keys runs
+	parkPoke    chan struct{} // tells it the earliest parked key changed
+	queued      int           // tasks in every queue
+	roomWaiters int           // GoKey calls waiting for the queued tasks to go under the cap
 	room        chan struct{}
 	free        []*keyQueue // empty queues kept for reuse
 	unwatch     func() bool // stops the watch on the pool's life
@@ -171,6 +172,7 @@ func (p *Pool) queueOf(key string) *keyQueue {
 	if s.keys == nil {
 		s.keys = map[string]*keyQueue{}
 		s.room = make(chan struct{}, 1)
+		s.parkPoke = make(chan struct{}, 1)
 		p.workWG.Add(1)
 		s.unwatch = context.AfterFunc(p.life, func() {
 			defer p.workWG.Done()
@@ -449,49 +451,62 @@ func (p *Pool) requeue(k *keyQueue) {
 	}
 }
 
-// arm sets the timer for the earliest parked key. s.mu is held.
+// arm makes sure the parked keys are woken on time: it starts their waiter,
+// or tells the running one to look again at the earliest. s.mu is held.
 func (p *Pool) arm() {
 	s := &p.keys
-	if len(s.parked) == 0 {
-		p.disarm()
-		return
-	}
-	at := s.parked[0].at
-	if s.armed && s.timerAt.Equal(at) {
-		return
-	}
-	p.disarm()
-	s.armed, s.timerAt = true, at
-	p.workWG.Add(1) // done by wakeKeys, or by disarm if it stops the timer first
-	if s.timer == nil {
-		s.timer = time.AfterFunc(time.Until(at), p.wakeKeys)
-	} else {
-		s.timer.Reset(time.Until(at))
+	switch {
+	case len(s.parked) == 0:
+	case s.parking:
+		select {
+		case s.parkPoke <- struct{}{}:
+		default:
+		}
+	default:
+		s.parking = true
+		p.workWG.Add(1)
+		go p.wakeParked()
 	}
 }
 
-// disarm stops the timer. s.mu is held.
-func (p *Pool) disarm() {
-	if s := &p.keys; s.timer != nil && s.timer.Stop() {
-		p.workWG.Done()
-	}
-	p.keys.armed = false
-}
-
-// wakeKeys, the timer's function, moves the parked keys that are due to the
-// ready list and hands their tasks out.
-func (p *Pool) wakeKeys() {
+// wakeParked runs while keys are parked: it waits precisely (as limiter's
+// queues do: internal/precise) until the earliest parked key is due, moves
+// the keys that are due to the ready list, and hands their tasks out. A key
+// is then tried at the instant its limiter named, not when a late timer
+// fires. It ends when no key is parked, or with the pool's life.
+func (p *Pool) wakeParked() {
 	defer p.workWG.Done()
+	var pt precise.Timer
+	defer pt.Stop()
 	s := &p.keys
-	s.mu.Lock()
-	s.armed = false
-	now := time.Now()
-	for len(s.parked) > 0 && !s.parked[0].at.After(now) {
-		s.pushReady(heap.Pop(&s.parked).(*keyQueue), false)
+	for {
+		s.mu.Lock()
+		moved := false
+		now := time.Now()
+		for len(s.parked) > 0 && !s.parked[0].at.After(now) {
+			s.pushReady(heap.Pop(&s.parked).(*keyQueue), false)
+			moved = true
+		}
+		var at time.Time
+		if len(s.parked) > 0 {
+			at = s.parked[0].at
+		} else {
+			s.parking = false
+		}
+		s.mu.Unlock()
+		if moved {
+			p.dispatch()
+		}
+		if at.IsZero() {
+			return
+		}
+		if pt.Until(p.life, s.parkPoke, at, 0) == precise.Done {
+			s.mu.Lock()
+			s.parking = false // drainKeys empties the parked keys
+			s.mu.Unlock()
+			return
+		}
 	}
-	p.arm()
-	s.mu.Unlock()
-	p.dispatch()
 }
 
 // drainKeys fails every queued keyed task that has not started, once the
@@ -524,7 +539,6 @@ func (p *Pool) drainKeys() {
 	s.nready.Store(0)
 	clear(s.parked)
 	s.parked = s.parked[:0]
-	p.disarm()
 }
 
 // HeapAt orders parked keys by the instant they may be tried again.
