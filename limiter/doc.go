@@ -208,8 +208,9 @@
 // bucket per key, all with the same Rate and Burst: a key costs a slot in an
 // open-addressing table rather than a limiter, so millions of keys fit, and
 // keys whose bucket is full are dropped as the table would grow. Its Acquire
-// does not queue: it sleeps until the bucket could grant and tries again, so
-// waiters on one key are not served in arrival order.
+// queues each key's callers on their own (in Queue.Order, at most Queue.Limit
+// permits waiting per key), and the head of a key's queue waits precisely,
+// as every queue here does.
 //
 // # Waiting precisely
 //
@@ -219,7 +220,8 @@
 // timer the whole process shares, elsewhere by polling the clock. The grant
 // is booked at that instant, never earlier. [QueueOptions].Spin fixes how
 // long that rest is instead of the lateness the process has observed. In a
-// testing/synctest bubble the waiter waits on its timer alone.
+// testing/synctest bubble the waiter waits on its timer alone. A Chain's
+// Acquire and a KeyedTokenBucket key's queue wait the same way.
 //
 // # Close and Stats
 //
