@@ -60,11 +60,10 @@ func TestKeyedTokenBucketSchedule(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(rt *rapid.T) {
 		c := drawConfig(rt, tokenBucket, drawOpts{maxLimit: 8})
-		c.queue = limiter.QueueOptions{} // KeyedTokenBucket does not queue
 		s := keyedDrawSchedule(rt, c)
 		r := keyedExecute(t, c, s, func() (keyedSet, error) {
 			return limiter.NewKeyedTokenBucket[string](limiter.TokenBucketOptions{
-				Rate: limiter.Per(c.events, c.per), Burst: c.burst,
+				Rate: limiter.Per(c.events, c.per), Burst: c.burst, Queue: c.queue,
 			})
 		})
 		if err := keyedCheck(c, s, r); err != nil {
