@@ -307,9 +307,13 @@ func (b *base) remove(w *waiter) {
 	}
 }
 
-func poke(w *waiter) {
+func poke(w *waiter) { signal(w.ready) }
+
+// signal wakes whoever waits on c, a channel with a buffer of one: a signal
+// is never lost (one is kept until it is received) nor waited for.
+func signal(c chan struct{}) {
 	select {
-	case w.ready <- struct{}{}:
+	case c <- struct{}{}:
 	default:
 	}
 }

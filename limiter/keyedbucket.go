@@ -69,13 +69,6 @@ type keyWaiter struct {
 	out  bool          // pushed out of a full NewestFirst queue; under mu
 }
 
-func (w *keyWaiter) wake() {
-	select {
-	case w.poke <- struct{}{}:
-	default:
-	}
-}
-
 // NewKeyedTokenBucket returns an empty set of token buckets, or an
 // *OptionError naming the first invalid option.
 func NewKeyedTokenBucket[K comparable](opts TokenBucketOptions) (*KeyedTokenBucket[K], error) {
@@ -332,7 +325,7 @@ func (k *KeyedTokenBucket[K]) enqueue(ctx context.Context, s *bucketShard[K], ke
 			q.ws = q.ws[:len(q.ws)-1]
 			q.cost -= max(int64(old.n), 1)
 			old.out = true
-			old.wake()
+			signal(old.poke)
 		}
 	} else {
 		q.ws = append(q.ws, w)
@@ -407,7 +400,7 @@ func (k *KeyedTokenBucket[K]) remove(s *bucketShard[K], key K, w *keyWaiter) {
 		if len(q.ws) == 0 {
 			delete(s.waits, key)
 		} else if i == 0 {
-			q.ws[0].wake() // the next head
+			signal(q.ws[0].poke) // the next head
 		}
 		return
 	}
@@ -485,7 +478,7 @@ func (k *KeyedTokenBucket[K]) Close() error {
 		s.mu.Lock()
 		for _, q := range s.waits {
 			for _, w := range q.ws {
-				w.wake()
+				signal(w.poke)
 			}
 		}
 		s.mu.Unlock()
