@@ -3,15 +3,8 @@ module github.com/rategate/rategate
 go 1.25
 
 require (
-	github.com/alicebob/miniredis/v2 v2.40.0
-	github.com/redis/go-redis/v9 v9.22.0
 	go.uber.org/goleak v1.3.0
 	pgregory.net/rapid v1.3.0
 )
 
-require (
-	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/yuin/gopher-lua v1.1.1 // indirect
-	go.uber.org/atomic v1.11.0 // indirect
-	golang.org/x/sys v0.30.0 // indirect
-)
+require github.com/stretchr/testify v1.8.4 // indirect

@@ -9,6 +9,8 @@ require (
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/juju/ratelimit v1.0.2
 	github.com/rategate/rategate v0.0.0
+	github.com/rategate/rategate/internal/redistest v0.0.0-00010101000000-000000000000
+	github.com/rategate/rategate/redislimit v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/sourcegraph/conc v0.3.0
 	go.uber.org/ratelimit v0.3.1
@@ -31,3 +33,7 @@ require (
 )
 
 replace github.com/rategate/rategate => ../
+
+replace github.com/rategate/rategate/redislimit => ../redislimit
+
+replace github.com/rategate/rategate/internal/redistest => ../internal/redistest
