@@ -108,6 +108,21 @@ func (h heldLeases) ReleasePermits(int) {
 	}
 }
 
+// ReportOutcome reports o to every member's lease, so that an adaptive
+// member of a chain learns from the work the chain admitted.
+func (h heldLeases) ReportOutcome(_ int, o Outcome, latency time.Duration) {
+	for _, l := range h {
+		l.Report(o, latency)
+	}
+}
+
+// SettlePermits settles every member's lease that can be settled.
+func (h heldLeases) SettlePermits(_, actual int) {
+	for i := range h {
+		h[i] = h[i].Settle(actual)
+	}
+}
+
 // maxRequest is the most any member can ever grant at once, or -1 when no
 // member can say.
 func (c *chain) check(n int) (reason, error) {

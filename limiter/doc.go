@@ -223,6 +223,18 @@
 // testing/synctest bubble the waiter waits on its timer alone. A Chain's
 // Acquire and a KeyedTokenBucket key's queue wait the same way.
 //
+// # Outcomes and actual costs
+//
+// A caller that knows what became of the work a lease admitted can say so
+// with [Lease.Report]: [Succeeded], [Throttled] (the other side pushed
+// back) or [Failed], with the latency it measured. Limiters that adapt their
+// limit to the other side's capacity learn from it; the others ignore it.
+// [OutcomeOf] classifies a work's error, and wrapping [ErrThrottled] into an
+// error marks it as throttling. A caller that took permits on an estimate
+// settles the lease with the actual cost once known, with [Lease.Settle].
+// Limiters outside this package take part by making leases with [NewLease]
+// whose Releaser is also a [Reporter] or a [Settler].
+//
 // # Close and Stats
 //
 // Each of the six limiters has Close, which fails every queued waiter
