@@ -12,6 +12,24 @@
 //	go run ./examples/demo -limit 3 -callers 9 -slots 2    # flags change the sizes; -h lists them
 //
 // It exits with status 1 if any limiter went over the bound it printed.
+//
+// # Checking the bounds on the real clock
+//
+// A limiter books each grant at an instant the program cannot see; the
+// program stamps a grant a moment later, when Acquire has returned. That
+// moment is a few microseconds as a rule, and can be tens of milliseconds
+// when the goroutine waits for a CPU (a goroutine whose grant another one
+// booked must first be woken). The sliding log grants the first caller of a
+// new window exactly one window after the grant it replaces, so counting the
+// stamps in windows of the full length would see one grant too many whenever
+// the earlier stamp happened to be the later one, which is often. So the
+// grants are counted in windows shorter by a slack, a fifth of the window
+// and at most 50 ms: if every stamp is at most slack after its grant, stamps
+// within window-slack of each other were granted within one window, so a
+// count over the bound is a grant over it. The token bucket's grants are
+// checked against its burst plus what it refilled while they were asked
+// for, and the tasks in flight are counted from after Acquire returns to
+// before the lease is released, inside the span the permit is held.
 package main
 
 import (
@@ -21,12 +39,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/rategate/rategate/internal/cliflag"
-	"github.com/rategate/rategate/internal/window"
 	"github.com/rategate/rategate/limiter"
 )
 
@@ -90,23 +107,47 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Slots, "slots", cfg.Slots, "tasks allowed in flight at once")
 	fs.IntVar(&cfg.Tasks, "tasks", cfg.Tasks, "tasks competing for the slots")
 	fs.DurationVar(&cfg.Work, "work", cfg.Work, "how long each task runs")
-	return cliflag.Main(fs, args, usageText, stdout, stderr,
-		func() error { return cfg.validate() },
-		func() error { _, err := run(ctx, stdout, cfg); return err })
+	if code, ok := parseFlags(fs, args, usageText, stdout, stderr); !ok {
+		return code
+	}
+	if err := cfg.validate(); err != nil {
+		return usageError(stderr, fs.Name(), err)
+	}
+	if _, err := run(ctx, stdout, cfg); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		return 1
+	}
+	return 0
 }
 
 // validate says which settings are wrong, by their flags' names, and why.
 func (c config) validate() error {
 	return errors.Join(
-		cliflag.Positive("window", c.Window),
-		cliflag.InRange("limit", c.Limit, 1, 1000),
-		cliflag.InRange("callers", c.Callers, 1, 10_000),
-		cliflag.InRange("burst", c.Burst, 1, 1000),
-		cliflag.InRange("refill", c.Refill, 1, 1000),
-		cliflag.InRange("slots", c.Slots, 1, 1000),
-		cliflag.InRange("tasks", c.Tasks, 1, 10_000),
-		cliflag.Positive("work", c.Work),
+		positive("window", c.Window),
+		inRange("limit", c.Limit, 1, 1000),
+		inRange("callers", c.Callers, 1, 10_000),
+		inRange("burst", c.Burst, 1, 1000),
+		inRange("refill", c.Refill, 1, 1000),
+		inRange("slots", c.Slots, 1, 1000),
+		inRange("tasks", c.Tasks, 1, 10_000),
+		positive("work", c.Work),
 	)
+}
+
+// inRange returns an error naming the flag unless lo <= v <= hi.
+func inRange(flagName string, v, lo, hi int) error {
+	if v < lo || v > hi {
+		return fmt.Errorf("-%s must be from %d to %d, got %d", flagName, lo, hi, v)
+	}
+	return nil
+}
+
+// positive returns an error naming the flag unless d > 0.
+func positive(flagName string, d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("-%s must be a positive duration such as 100ms, got %v", flagName, d)
+	}
+	return nil
 }
 
 func run(ctx context.Context, w io.Writer, cfg config) (result, error) {
@@ -167,7 +208,7 @@ func slidingLog(ctx context.Context, w io.Writer, cfg config) ([]time.Duration, 
 		return nil, 0, err
 	}
 
-	most := window.Peak(offsets, cfg.Window)
+	most := mostInWindow(offsets, cfg.Window)
 	fmt.Fprintf(w, "   Most grants in any %v window: %d (bound %d).", cfg.Window, most, cfg.Limit)
 	fmt.Fprintf(w, " All %d took %d ms: the bound is reached, never passed.\n", len(offsets), time.Since(start).Milliseconds())
 	if most > cfg.Limit {
@@ -181,6 +222,7 @@ func slidingLog(ctx context.Context, w io.Writer, cfg config) ([]time.Duration, 
 // near, then waits as told and is granted.
 func tokenBucket(ctx context.Context, w io.Writer, cfg config) (int, error) {
 	rate := limiter.Per(cfg.Refill, cfg.Window)
+	made := time.Now() // no later than the bucket's own start, full
 	lim, err := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: rate, Burst: cfg.Burst})
 	if err != nil {
 		return 0, err
@@ -202,8 +244,11 @@ func tokenBucket(ctx context.Context, w io.Writer, cfg config) (int, error) {
 		}
 		fmt.Fprintf(w, "   TryAcquire #%d: refused (%v); retry after %v\n", i, lease.Err(), lease.RetryAfter().Round(time.Millisecond))
 	}
-	if granted > cfg.Burst {
-		return granted, fmt.Errorf("token bucket granted %d at once, over its burst of %d", granted, cfg.Burst)
+	// The bound: the burst, plus what the bucket refilled while it was
+	// asked (none, unless the machine stalled this loop for a refill period).
+	refilled := int(time.Since(made) * time.Duration(cfg.Refill) / cfg.Window)
+	if granted > cfg.Burst+refilled {
+		return granted, fmt.Errorf("token bucket granted %d at once, over its burst of %d (and %d refilled)", granted, cfg.Burst, refilled)
 	}
 
 	short, cancel := context.WithTimeout(ctx, refused.RetryAfter()/5)
@@ -274,4 +319,61 @@ func concurrency(ctx context.Context, w io.Writer, cfg config) (int, error) {
 		return most, fmt.Errorf("concurrency limiter let %d tasks run at once, over its bound of %d", most, cfg.Slots)
 	}
 	return most, nil
+}
+
+// slack is how late a grant may be stamped after its grant: a fifth of the
+// window, at most 50 ms. See "Checking the bounds on the real clock" in the
+// package comment.
+func slack(window time.Duration) time.Duration { return min(window/5, 50*time.Millisecond) }
+
+// mostInWindow returns the most stamps in any window of length
+// window-slack(window), which is the most grants in any window of length
+// window as long as no stamp is more than the slack late.
+func mostInWindow(stamps []time.Duration, window time.Duration) int {
+	return peak(stamps, window-slack(window))
+}
+
+// peak returns the most instants that fall in any one window [t, t+width):
+// the largest group less than width apart from first to last.
+func peak(instants []time.Duration, width time.Duration) int {
+	ts := slices.Sorted(slices.Values(instants))
+	most, j := 0, 0
+	for i := range ts {
+		for j < len(ts) && ts[j] < ts[i]+width { // ts[i:j] lie in [ts[i], ts[i]+width)
+			j++
+		}
+		most = max(most, j-i)
+	}
+	return most
+}
+
+// parseFlags parses args with fs, for a program that takes only flags. With
+// ok false the program stops with exit status code: 0 after -h (the usage
+// goes to stdout), 2 after an unknown flag, a bad value or an argument.
+func parseFlags(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (code int, ok bool) {
+	fs.SetOutput(stderr) // the flag package says there what is wrong
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, usage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return 0, false
+	case err != nil:
+		return usageError(stderr, fs.Name(), nil), false
+	case fs.NArg() > 0:
+		return usageError(stderr, fs.Name(), fmt.Errorf("unexpected argument %q: it takes only flags", fs.Arg(0))), false
+	}
+	return 0, true
+}
+
+// usageError prints err (if not nil) and where to find the usage, and
+// returns exit status 2.
+func usageError(stderr io.Writer, name string, err error) int {
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	}
+	fmt.Fprintf(stderr, "Run '%s -h' for usage.\n", name)
+	return 2
 }

@@ -70,8 +70,8 @@ func check(t *testing.T, cfg config, res result) {
 }
 
 // TestRealClock runs a small loop on the real clock, where every item is
-// stamped a little after its grant. The bound check must pass (it failed in
-// 3 of 10 real-clock runs when it counted full windows), and no item may
+// stamped a little after its grant. The bound check must pass (a count over
+// full windows often failed here), and no item may
 // come before the limit allows it: item i at least (i/Limit)·Window after
 // the start, exactly, since a stamp is never early. An item may come late by
 // up to half the window (100 ms): timers fire within a millisecond or two,
