@@ -44,9 +44,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rategate/rategate/internal/cliflag"
-	"github.com/rategate/rategate/internal/window"
-
 	"github.com/rategate/rategate/limiter"
 	"github.com/rategate/rategate/pool"
 )
@@ -107,17 +104,33 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"Crawls a local site of -hosts httptest servers with a pool of -workers,\n" +
 		"at most -per-host requests per host in any -window, and checks the\n" +
 		"servers' own records. It takes no arguments.\n\nFlags:\n"
-	return cliflag.Main(fs, args, usage, stdout, stderr,
-		func() error { return cfg.check() },
-		func() error { _, err := run(ctx, stdout, cfg); return err })
+	if code, ok := parseFlags(fs, args, usage, stdout, stderr); !ok {
+		return code
+	}
+	if err := cfg.check(); err != nil {
+		return usageError(stderr, fs.Name(), err)
+	}
+	if _, err := run(ctx, stdout, cfg); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		return 1
+	}
+	return 0
 }
 
 // check says which setting is out of range, if one is.
 func (c config) check() error {
-	return cliflag.RequirePositive(
-		cliflag.Cond{Flag: "hosts", OK: c.Hosts >= 1}, cliflag.Cond{Flag: "pages", OK: c.PagesPerHost >= 1},
-		cliflag.Cond{Flag: "workers", OK: c.Workers >= 1}, cliflag.Cond{Flag: "per-host", OK: c.PerHost >= 1},
-		cliflag.Cond{Flag: "window", OK: c.Window > 0})
+	for _, f := range []struct {
+		name string
+		ok   bool
+	}{
+		{"hosts", c.Hosts >= 1}, {"pages", c.PagesPerHost >= 1}, {"workers", c.Workers >= 1},
+		{"per-host", c.PerHost >= 1}, {"window", c.Window > 0},
+	} {
+		if !f.ok {
+			return fmt.Errorf("-%s must be positive", f.name)
+		}
+	}
+	return nil
 }
 
 // site is the servers and what they recorded.
@@ -225,7 +238,7 @@ func run(ctx context.Context, w io.Writer, cfg config) (result, error) {
 	for h, srv := range s.servers {
 		u, _ := url.Parse(srv.URL)
 		hr := hostResult{Host: u.Host, Pages: len(s.served[h]), Requests: len(s.arrivals[h]), Arrivals: slices.Clone(s.arrivals[h])}
-		hr.MaxInWindow = window.Peak(hr.Arrivals, cfg.Window)
+		hr.MaxInWindow = peak(hr.Arrivals, cfg.Window)
 		res.Hosts = append(res.Hosts, hr)
 		fmt.Fprintf(w, "%-16s %6d %9d   %d (limit %d)\n", hr.Host, hr.Pages, hr.Requests, hr.MaxInWindow, cfg.PerHost)
 		if hr.MaxInWindow > cfg.PerHost {
@@ -343,4 +356,49 @@ func fetchLinks(ctx context.Context, client *http.Client, u string) ([]string, e
 		links = append(links, string(m[1]))
 	}
 	return links, nil
+}
+
+// peak returns the most instants that fall in any one window [t, t+width):
+// the largest group less than width apart from first to last.
+func peak(instants []time.Duration, width time.Duration) int {
+	ts := slices.Sorted(slices.Values(instants))
+	most, j := 0, 0
+	for i := range ts {
+		for j < len(ts) && ts[j] < ts[i]+width { // ts[i:j] lie in [ts[i], ts[i]+width)
+			j++
+		}
+		most = max(most, j-i)
+	}
+	return most
+}
+
+// parseFlags parses args with fs, for a program that takes only flags. With
+// ok false the program stops with exit status code: 0 after -h (the usage
+// goes to stdout), 2 after an unknown flag, a bad value or an argument.
+func parseFlags(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (code int, ok bool) {
+	fs.SetOutput(stderr) // the flag package says there what is wrong
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, usage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return 0, false
+	case err != nil:
+		return usageError(stderr, fs.Name(), nil), false
+	case fs.NArg() > 0:
+		return usageError(stderr, fs.Name(), fmt.Errorf("unexpected argument %q: it takes only flags", fs.Arg(0))), false
+	}
+	return 0, true
+}
+
+// usageError prints err (if not nil) and where to find the usage, and
+// returns exit status 2.
+func usageError(stderr io.Writer, name string, err error) int {
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	}
+	fmt.Fprintf(stderr, "Run '%s -h' for usage.\n", name)
+	return 2
 }

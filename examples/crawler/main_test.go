@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rategate/rategate/internal/clitest"
 	"go.uber.org/goleak"
 )
 
@@ -34,7 +33,7 @@ func TestCrawl(t *testing.T) {
 		Margin:  200 * time.Millisecond,
 		Latency: 5 * time.Millisecond,
 	}
-	res, out := clitest.MustRun(t, run, cfg)
+	res, out := mustRun(t, cfg)
 	if len(res.Hosts) != cfg.Hosts {
 		t.Fatalf("%d hosts reported, want %d", len(res.Hosts), cfg.Hosts)
 	}
@@ -54,7 +53,7 @@ func TestCrawl(t *testing.T) {
 	if res.Elapsed > 20*time.Second {
 		t.Errorf("the crawl took %v", res.Elapsed)
 	}
-	clitest.Contains(t, out, "most requests in any 500ms window", "(limit 3)", "Fetched 30 pages in")
+	contains(t, out, "most requests in any 500ms window", "(limit 3)", "Fetched 30 pages in")
 }
 
 // checkHost checks one server's record: every page fetched once, the most
@@ -136,6 +135,29 @@ func TestCLI(t *testing.T) {
 		crawled := strings.Contains(stdout.String(), "Fetched")
 		if crawled != (tc.code == 0 && tc.say == "") {
 			t.Errorf("crawler %q: crawled %v; stdout %q", tc.args, crawled, stdout.String())
+		}
+	}
+}
+
+// mustRun runs the program's work with cfg, logs what it printed, and stops
+// the test if it failed.
+func mustRun(t *testing.T, cfg config) (result, string) {
+	t.Helper()
+	var out bytes.Buffer
+	res, err := run(t.Context(), &out, cfg)
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	return res, out.String()
+}
+
+// contains reports each of lines that out lacks.
+func contains(t *testing.T, out string, lines ...string) {
+	t.Helper()
+	for _, line := range lines {
+		if !strings.Contains(out, line) {
+			t.Errorf("output lacks %q", line)
 		}
 	}
 }
