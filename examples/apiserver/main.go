@@ -6,7 +6,9 @@
 //     429 with Retry-After, and every response carries the IETF
 //     RateLimit-Policy and RateLimit fields.
 //   - POST /reports is queued (the leaky-bucket middleware): requests wait
-//     in line, up to -wait, and are served -report-rate a second.
+//     in line, up to -wait, and are served -report-rate a second; one whose
+//     turn is further away is refused at once (with -wait 0, every one that
+//     cannot be served at once), as httplimit.Options.Wait says.
 //
 // First a plain net/http client sends -requests requests to /items as fast
 // as it can, and is refused most of them. Then, a window later, a client
@@ -20,25 +22,24 @@
 //	go run ./examples/apiserver -limit 10 -window 2s -requests 50
 //
 // (-h lists the flags; it takes no arguments.) It exits with status 1 if
-// the httplimit.Transport client was refused or a bound was broken.
+// the httplimit.Transport client was refused, a bound was broken, or a
+// report whose turn came within -wait was not served.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/rategate/rategate/internal/cliflag"
-	"github.com/rategate/rategate/internal/pause"
-	"github.com/rategate/rategate/internal/window"
 
 	"github.com/rategate/rategate/httplimit"
 	"github.com/rategate/rategate/limiter"
@@ -69,6 +70,7 @@ type result struct {
 	PlainSent, PlainRefused int
 	Sent, Refused           int
 	ReportsServed           int
+	ReportsRefused          int // with 429, at once: their turn was more than Wait away
 	MaxInWindow             int // most /items requests of one client served in any Window
 }
 
@@ -88,29 +90,64 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Clients, "clients", cfg.Clients, "goroutines of the httplimit.Transport client")
 	fs.IntVar(&cfg.Reports, "reports", cfg.Reports, "reports posted at once to the queued /reports")
 	fs.IntVar(&cfg.ReportRate, "report-rate", cfg.ReportRate, "reports served per second")
-	fs.DurationVar(&cfg.Wait, "wait", cfg.Wait, "longest wait of a queued report")
+	fs.DurationVar(&cfg.Wait, "wait", cfg.Wait, "longest wait of a queued report (0: refuse at once what cannot be served at once)")
 	usage := "Usage: apiserver [flags]\n\n" +
 		"Runs a rate-limited API on loopback (GET /items/{id}: -limit requests per\n" +
 		"client in any -window; POST /reports: queued, -report-rate a second) and\n" +
 		"two clients of it: a plain one, and an httplimit.Transport that keeps to\n" +
 		"the limits the server advertises. It takes no arguments.\n\nFlags:\n"
-	return cliflag.Main(fs, args, usage, stdout, stderr, func() error { return cfg.check() }, func() error {
-		res, err := run(ctx, stdout, cfg)
-		if err == nil && (res.Refused > 0 || res.MaxInWindow > cfg.Limit || res.ReportsServed != cfg.Reports) {
-			err = fmt.Errorf("the Transport client was refused %d times, a client had %d requests in a window (limit %d), %d of %d reports served",
-				res.Refused, res.MaxInWindow, cfg.Limit, res.ReportsServed, cfg.Reports)
-		}
-		return err
-	})
+	if code, ok := parseFlags(fs, args, usage, stdout, stderr); !ok {
+		return code
+	}
+	if err := cfg.check(); err != nil {
+		return usageError(stderr, fs.Name(), err)
+	}
+	res, err := run(ctx, stdout, cfg)
+	if err == nil && (res.Refused > 0 || res.MaxInWindow > cfg.Limit || res.ReportsServed < cfg.reportsDue()) {
+		err = fmt.Errorf("the Transport client was refused %d times, a client had %d requests in a window (limit %d), %d reports served of the %d due within -wait",
+			res.Refused, res.MaxInWindow, cfg.Limit, res.ReportsServed, cfg.reportsDue())
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		return 1
+	}
+	return 0
 }
 
 // check says which setting is out of range, if one is.
 func (c config) check() error {
-	return cliflag.RequirePositive(
-		cliflag.Cond{Flag: "limit", OK: c.Limit > 0}, cliflag.Cond{Flag: "window", OK: c.Window > 0},
-		cliflag.Cond{Flag: "requests", OK: c.Requests > 0}, cliflag.Cond{Flag: "clients", OK: c.Clients > 0},
-		cliflag.Cond{Flag: "reports", OK: c.Reports >= 0}, cliflag.Cond{Flag: "report-rate", OK: c.ReportRate > 0},
-		cliflag.Cond{Flag: "wait", OK: c.Wait >= 0})
+	for _, f := range []struct {
+		name string
+		ok   bool
+	}{
+		{"limit", c.Limit >= 1}, {"window", c.Window > 0}, {"requests", c.Requests >= 1}, {"clients", c.Clients >= 1},
+	} {
+		if !f.ok {
+			return fmt.Errorf("-%s must be positive", f.name)
+		}
+	}
+	switch {
+	case c.Reports < 0 || c.Reports > 1000:
+		return fmt.Errorf("-reports must be from 0 to 1000, got %d", c.Reports)
+	case c.ReportRate < 1 || c.ReportRate > 1000:
+		return fmt.Errorf("-report-rate must be from 1 to 1000, got %d", c.ReportRate)
+	case c.Wait < 0:
+		return fmt.Errorf("-wait must not be negative (0 refuses at once what cannot be served at once), got %v", c.Wait)
+	}
+	return nil
+}
+
+// reportsDue returns how many of the reports posted at once /reports must
+// serve: the first at once, and each whose turn, at ReportRate a second,
+// comes within Wait. It refuses the others at once with 429.
+func (c config) reportsDue() int {
+	n := 0
+	for i := range c.Reports {
+		if i == 0 || time.Duration(i)*time.Second/time.Duration(c.ReportRate) < c.Wait {
+			n++
+		}
+	}
+	return n
 }
 
 // server is the API and its record of the /items grants: for each client
@@ -198,7 +235,7 @@ func (s *server) maxInWindow(w time.Duration) int {
 		for i, sp := range g {
 			afters[i] = sp.after.Sub(origin)
 		}
-		most = max(most, window.Peak(afters, w-eps))
+		most = max(most, peak(afters, w-eps))
 	}
 	return most
 }
@@ -231,18 +268,23 @@ func run(ctx context.Context, out io.Writer, cfg config) (result, error) {
 	fmt.Fprintf(out, "plain net/http client:       %2d requests sent, %2d refused with 429 (%v)\n",
 		res.PlainSent, res.PlainRefused, time.Since(start).Round(10*time.Millisecond))
 	// Let the plain client's requests leave the window.
-	if err := pause.For(ctx, cfg.Window); err != nil {
-		return res, err
+	select {
+	case <-time.After(cfg.Window):
+	case <-ctx.Done():
+		return res, ctx.Err()
 	}
 
 	var reportsDone sync.WaitGroup
-	var reportsServed atomic.Int64
+	var reportsServed, reportsRefused atomic.Int64
 	var longest atomic.Int64
 	for range cfg.Reports {
 		reportsDone.Go(func() {
 			t0 := time.Now()
-			if postReport(ctx, plain, url) {
+			switch postReport(ctx, plain, url) {
+			case http.StatusAccepted:
 				reportsServed.Add(1)
+			case http.StatusTooManyRequests:
+				reportsRefused.Add(1)
 			}
 			longest.Store(max(longest.Load(), int64(time.Since(t0))))
 		})
@@ -256,9 +298,13 @@ func run(ctx context.Context, out io.Writer, cfg config) (result, error) {
 	fmt.Fprintf(out, "httplimit.Transport client:  %2d requests sent, %2d refused with 429 (%v, %d goroutines)\n",
 		res.Sent, res.Refused, time.Since(start).Round(10*time.Millisecond), cfg.Clients)
 	reportsDone.Wait()
-	res.ReportsServed = int(reportsServed.Load())
-	fmt.Fprintf(out, "queued reports:              %2d posted at once, %2d served in turn (longest wait %v)\n",
+	res.ReportsServed, res.ReportsRefused = int(reportsServed.Load()), int(reportsRefused.Load())
+	fmt.Fprintf(out, "queued reports:              %2d posted at once, %2d served in turn (longest wait %v)",
 		cfg.Reports, res.ReportsServed, time.Duration(longest.Load()).Round(10*time.Millisecond))
+	if res.ReportsRefused > 0 {
+		fmt.Fprintf(out, ", %d refused at once: their turn was more than -wait (%v) away", res.ReportsRefused, cfg.Wait)
+	}
+	fmt.Fprintln(out)
 	res.MaxInWindow = s.maxInWindow(cfg.Window)
 	fmt.Fprintf(out, "\nthe server served at most %d requests of one client in any %v (limit %d)\n", res.MaxInWindow, cfg.Window, cfg.Limit)
 	return res, nil
@@ -303,16 +349,63 @@ func get(ctx context.Context, c *http.Client, url string) (int, error) {
 	return resp.StatusCode, nil
 }
 
-func postReport(ctx context.Context, c *http.Client, url string) bool {
+// postReport posts a report and returns the response's status (0 if there
+// was none).
+func postReport(ctx context.Context, c *http.Client, url string) int {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/reports", strings.NewReader(`{"ok":true}`))
 	if err != nil {
-		return false
+		return 0
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return false
+		return 0
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	return resp.StatusCode == http.StatusAccepted
+	return resp.StatusCode
+}
+
+// peak returns the most instants that fall in any one window [t, t+width):
+// the largest group less than width apart from first to last.
+func peak(instants []time.Duration, width time.Duration) int {
+	ts := slices.Sorted(slices.Values(instants))
+	most, j := 0, 0
+	for i := range ts {
+		for j < len(ts) && ts[j] < ts[i]+width { // ts[i:j] lie in [ts[i], ts[i]+width)
+			j++
+		}
+		most = max(most, j-i)
+	}
+	return most
+}
+
+// parseFlags parses args with fs, for a program that takes only flags. With
+// ok false the program stops with exit status code: 0 after -h (the usage
+// goes to stdout), 2 after an unknown flag, a bad value or an argument.
+func parseFlags(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (code int, ok bool) {
+	fs.SetOutput(stderr) // the flag package says there what is wrong
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, usage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return 0, false
+	case err != nil:
+		return usageError(stderr, fs.Name(), nil), false
+	case fs.NArg() > 0:
+		return usageError(stderr, fs.Name(), fmt.Errorf("unexpected argument %q: it takes only flags", fs.Arg(0))), false
+	}
+	return 0, true
+}
+
+// usageError prints err (if not nil) and where to find the usage, and
+// returns exit status 2.
+func usageError(stderr io.Writer, name string, err error) int {
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	}
+	fmt.Fprintf(stderr, "Run '%s -h' for usage.\n", name)
+	return 2
 }

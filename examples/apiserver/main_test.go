@@ -44,6 +44,42 @@ func TestRun(t *testing.T) {
 	}
 }
 
+// TestWaitZero: -wait 0 is what httplimit.Options.Wait 0 is, no queue: of
+// the reports posted at once, the first is served and the others refused at
+// once, and the run succeeds (it did exit 1, as if -wait 0 were wrong).
+func TestWaitZero(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := cli(t.Context(), []string{"-wait", "0", "-limit", "3", "-window", "300ms", "-requests", "6", "-clients", "2", "-reports", "3", "-report-rate", "10"}, &stdout, &stderr)
+	t.Log("\n" + stdout.String() + stderr.String())
+	if code != 0 {
+		t.Fatalf("apiserver -wait 0: exit %d, want 0", code)
+	}
+	if want := " 3 posted at once,  1 served in turn (longest wait 0s), 2 refused at once: their turn was more than -wait (0s) away\n"; !strings.Contains(stdout.String(), want) {
+		t.Errorf("output lacks %q", want)
+	}
+}
+
+// TestReportsDue: the reports /reports must serve are those whose turn
+// comes within Wait, and the first, served at once.
+func TestReportsDue(t *testing.T) {
+	for _, tc := range []struct {
+		reports, rate int
+		wait          time.Duration
+		want          int
+	}{
+		{6, 4, 2 * time.Second, 6}, // turns at 0, 0.25, …, 1.25 s
+		{6, 4, time.Second, 4},     // the turn at 1 s is not within 1 s
+		{6, 4, 0, 1},
+		{0, 4, time.Second, 0},
+		{3, 3, time.Second, 3}, // turns at 0, 333333333 ns, 666666666 ns
+	} {
+		cfg := config{Reports: tc.reports, ReportRate: tc.rate, Wait: tc.wait}
+		if got := cfg.reportsDue(); got != tc.want {
+			t.Errorf("%d reports at %d/s, wait %v: %d due, want %d", tc.reports, tc.rate, tc.wait, got, tc.want)
+		}
+	}
+}
+
 // TestCLI: -h prints the usage and exits 0; an unknown flag, an extra
 // argument or a bad value prints why and exits 2 without running.
 func TestCLI(t *testing.T) {
@@ -59,6 +95,8 @@ func TestCLI(t *testing.T) {
 		{[]string{"-limit", "many"}, 2, `invalid value "many" for flag -limit`},
 		{[]string{"-limit", "0"}, 2, "-limit must be positive"},
 		{[]string{"-window", "-1s"}, 2, "-window must be positive"},
+		{[]string{"-wait", "-1s"}, 2, "-wait must not be negative (0 refuses at once what cannot be served at once), got -1s"},
+		{[]string{"-reports", "-1"}, 2, "-reports must be from 0 to 1000, got -1"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := cli(t.Context(), tc.args, &stdout, &stderr)
