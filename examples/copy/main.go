@@ -30,7 +30,6 @@ import (
 	"os/signal"
 	"time"
 
-	"github.com/rategate/rategate/internal/cliflag"
 	"github.com/rategate/rategate/limiter"
 	"github.com/rategate/rategate/pipe"
 	"github.com/rategate/rategate/pipe/progress"
@@ -125,16 +124,16 @@ func cli(ctx context.Context, args []string, e env) int {
 	fs.StringVar(&o.out, "o", "", `the output file ("-": stdout; empty: discard)`)
 	fs.DurationVar(&o.every, "every", 250*time.Millisecond, "time between progress lines")
 	fs.BoolVar(&o.demo, "demo", false, "copy 3 MiB of generated data, and discard it (no input, no -o)")
-	if code, ok := cliflag.ParseArgs(fs, args, usageText, e.Stdout, e.Stderr); !ok {
+	if code, ok := parseFlags(fs, args, usageText, e.Stdout, e.Stderr); !ok {
 		return code
 	}
 	if fs.NArg() > 1 {
-		return cliflag.UsageError(e.Stderr, fs.Name(), fmt.Errorf("%d arguments %q: copy takes one input; name the output with -o", fs.NArg(), fs.Args()))
+		return usageError(e.Stderr, fs.Name(), fmt.Errorf("%d arguments %q: copy takes one input; name the output with -o", fs.NArg(), fs.Args()))
 	}
 	o.input = fs.Arg(0)
 	cfg, err := o.config(e)
 	if err != nil {
-		return cliflag.UsageError(e.Stderr, fs.Name(), err)
+		return usageError(e.Stderr, fs.Name(), err)
 	}
 	closeFiles, err := openFiles(&cfg, o, e)
 	if err != nil {
@@ -268,7 +267,9 @@ func createOutput(name string, in *os.File) (*os.File, error) {
 }
 
 // run copies cfg.In to cfg.Out at cfg.Rate, printing a progress line to w
-// every cfg.Every and once at the end. It stops early when ctx ends.
+// every cfg.Every, and a closing one that says the copy is done (and how
+// long it took, also when the size was not known). It stops early when ctx
+// ends.
 func run(ctx context.Context, w io.Writer, cfg config) (result, error) {
 	var res result
 	if cfg.Every <= 0 {
@@ -281,9 +282,13 @@ func run(ctx context.Context, w io.Writer, cfg config) (result, error) {
 	defer lim.Close()
 	mon := progress.NewMonitor(cfg.Size)
 	r := pipe.NewReader(cfg.In, lim, pipe.WithContext(ctx), pipe.WithCounter(mon))
-	line := func() {
+	line := func(closing bool) {
 		p := mon.Progress()
 		res.Lines = append(res.Lines, p)
+		if closing && !p.Done() { // a known size reached says "done in" itself
+			fmt.Fprintf(w, "%v, done in %v\n", p, p.Elapsed.Round(time.Millisecond))
+			return
+		}
 		fmt.Fprintln(w, p)
 	}
 
@@ -298,12 +303,12 @@ func run(ctx context.Context, w io.Writer, cfg config) (result, error) {
 	for {
 		select {
 		case <-tick.C:
-			line()
+			line(false)
 		case err := <-done:
 			res.Elapsed = time.Since(start)
 			res.Bytes = mon.Bytes()
 			if err == nil {
-				line()
+				line(true)
 			}
 			return res, err
 		}
@@ -316,4 +321,33 @@ type zeros struct{}
 func (zeros) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
+}
+
+// parseFlags parses args with fs, leaving the arguments after the flags in
+// fs.Args(). With ok false the program stops with exit status code: 0 after
+// -h (the usage goes to stdout), 2 after an unknown flag or a bad value.
+func parseFlags(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (code int, ok bool) {
+	fs.SetOutput(stderr) // the flag package says there what is wrong
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, usage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return 0, false
+	case err != nil:
+		return usageError(stderr, fs.Name(), nil), false
+	}
+	return 0, true
+}
+
+// usageError prints err (if not nil) and where to find the usage, and
+// returns exit status 2.
+func usageError(stderr io.Writer, name string, err error) int {
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	}
+	fmt.Fprintf(stderr, "Run '%s -h' for usage.\n", name)
+	return 2
 }
