@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -8,14 +9,15 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rategate/rategate/internal/redistest"
-	"github.com/rategate/rategate/internal/selfexec"
 	"github.com/rategate/rategate/limiter"
 	"github.com/rategate/rategate/redislimit"
 )
@@ -147,20 +149,85 @@ func printDistributed(w io.Writer, cfg config, res distResult) {
 }
 
 // startRedis returns the address of the Redis to use: addr when given,
-// else a local redis-server when one is installed, else an embedded server.
+// else a redis-server started on a free loopback port when one is installed
+// (on PATH), else an embedded server (github.com/alicebob/miniredis/v2). It
+// also returns how to stop what it started, and which server it is.
 func startRedis(addr string) (string, func(), string, error) {
 	if addr != "" {
 		return addr, func() {}, addr, nil
 	}
-	s, err := redistest.Start()
+	if path, err := exec.LookPath("redis-server"); err == nil {
+		addr, stop, err := startRedisServer(path)
+		return addr, stop, "a local redis-server started for this run at " + addr, err
+	}
+	m, err := miniredis.Run()
 	if err != nil {
 		return "", nil, "", err
 	}
-	kind := "a local redis-server started for this run at " + s.Addr
-	if s.Embedded {
-		kind = "redis-server is not installed: an embedded server (miniredis) at " + s.Addr
+	return m.Addr(), m.Close, "redis-server is not installed: an embedded server (miniredis) at " + m.Addr(), nil
+}
+
+// startRedisServer runs the redis-server at path on a free loopback port,
+// keeping nothing on disk, and returns its address once it answers PING.
+// It tries three ports, in case another program takes one first.
+func startRedisServer(path string) (addr string, stop func(), err error) {
+	for range 3 {
+		if addr, stop, err = tryRedisServer(path); err == nil {
+			return addr, stop, nil
+		}
 	}
-	return s.Addr, s.Close, kind, nil
+	return "", nil, err
+}
+
+// tryRedisServer is one try of startRedisServer.
+func tryRedisServer(path string) (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // a free port, for redis-server to take
+	if err != nil {
+		return "", nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	_, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command(path, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--loglevel", "warning")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	stop := func() { cmd.Process.Kill(); <-exited }
+	if err := awaitPong(addr, exited); err != nil {
+		stop()
+		return "", nil, err
+	}
+	return addr, stop, nil
+}
+
+// awaitPong waits, for up to 10 s, until the server at addr answers PING,
+// or until it has exited.
+func awaitPong(addr string, exited <-chan struct{}) error {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+		if err == nil {
+			c.SetDeadline(time.Now().Add(time.Second))
+			var reply string
+			if _, err = io.WriteString(c, "PING\r\n"); err == nil {
+				reply, err = bufio.NewReader(c).ReadString('\n')
+			}
+			c.Close()
+			if reply == "+PONG\r\n" {
+				return nil
+			}
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("redis-server on %s exited at start", addr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redis-server on %s did not answer: %v", addr, err)
+		}
+	}
 }
 
 // warmUp takes the partitions once and gives them back, so that the run's
@@ -234,7 +301,7 @@ func runWorkers(ctx context.Context, cfg config, d distConfig, addr, key, url st
 			strconv.Itoa(cfg.ClientRate), strconv.Itoa(cfg.Burst), strconv.Itoa(d.Partitions), d.LeaseTTL.String(), cfg.Retry.String()}, " ")
 	}
 	last := make([]string, d.Processes) // each worker's report is its last line
-	if err := selfexec.Run(ctx, d.Processes, workerEnv, spec, os.Stderr, func(i int, line string) { last[i] = line }); err != nil {
+	if err := startWorkers(ctx, d.Processes, spec, func(i int, line string) { last[i] = line }); err != nil {
 		return nil, err
 	}
 	results := make([]workerResult, d.Processes)
@@ -243,6 +310,51 @@ func runWorkers(ctx context.Context, cfg config, d distConfig, addr, key, url st
 		results[i], errs[i] = parseWorkerResult(line)
 	}
 	return results, errors.Join(errs...)
+}
+
+// startWorkers starts n copies of this program, copy i with workerEnv set
+// to spec(i), passes each line that copy i writes to its stdout to
+// line(i, text), one call at a time, and waits until they have all exited.
+// Their stderr is this process's. Ending ctx kills the copies still running.
+// It returns nil when every copy exited with status 0, else the failures,
+// each naming its process from 1.
+func startWorkers(ctx context.Context, n int, spec func(i int) string, line func(i int, text string)) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, n)
+	var mu sync.Mutex // serializes the calls of line
+	var wg sync.WaitGroup
+	for i := range n {
+		cmd := exec.CommandContext(ctx, exe)
+		cmd.Env = append(os.Environ(), workerEnv+"="+spec(i))
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err == nil {
+			err = cmd.Start()
+		}
+		if err != nil {
+			cancel() // the copies already started stop
+			wg.Wait()
+			return fmt.Errorf("start process %d: %w", i+1, err)
+		}
+		wg.Go(func() {
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				mu.Lock()
+				line(i, sc.Text())
+				mu.Unlock()
+			}
+			if err := cmd.Wait(); err != nil {
+				errs[i] = fmt.Errorf("process %d: %w", i+1, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // workerMain is a worker process: it sends records [lo, hi) to the store,

@@ -2,11 +2,12 @@ package main
 
 import (
 	"bytes"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rategate/rategate/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestDistributed runs the distributed mode for real (worker processes are
@@ -43,10 +44,39 @@ func TestDistributed(t *testing.T) {
 		t.Errorf("the store's writes spanned %v, want close to the ideal %v", res.Span, ideal)
 	}
 	want := "Redis: a local redis-server"
-	if redistest.ServerPath() == "" {
+	if _, err := exec.LookPath("redis-server"); err != nil {
 		want = "Redis: redis-server is not installed: an embedded server"
 	}
 	if !strings.Contains(out.String(), want) {
 		t.Errorf("the output does not say which Redis it uses (%q)", want)
+	}
+}
+
+// TestStartRedis: with no address, startRedis starts a redis-server when one
+// is on PATH, else the embedded server, says which, and either answers.
+func TestStartRedis(t *testing.T) {
+	_, err := exec.LookPath("redis-server")
+	installed := err == nil
+	for _, path := range []string{"", t.TempDir()} { // as it is; then with no redis-server on PATH
+		if path != "" {
+			t.Setenv("PATH", path)
+		}
+		addr, stop, kind, err := startRedis("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "an embedded server (miniredis)"
+		if path == "" && installed {
+			want = "a local redis-server started for this run"
+		}
+		if !strings.Contains(kind, want) {
+			t.Errorf("PATH %q: started %q, want %q", path, kind, want)
+		}
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		if err := c.Ping(t.Context()).Err(); err != nil {
+			t.Errorf("%s: PING: %v", kind, err)
+		}
+		c.Close()
+		stop()
 	}
 }

@@ -35,7 +35,9 @@
 //	go run ./examples/ingest -distributed
 //	go run ./examples/ingest -distributed -redis localhost:6379 -processes 8
 //
-// Flags set the sizes; -h lists them. It takes no arguments.
+// -processes, -redis, -partitions and -lease-ttl are for the distributed
+// mode only: without -distributed they are refused. Flags set the sizes; -h
+// lists them. It takes no arguments.
 package main
 
 import (
@@ -48,12 +50,11 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
 
-	"github.com/rategate/rategate/internal/cliflag"
-	"github.com/rategate/rategate/internal/pause"
 	"github.com/rategate/rategate/iter"
 	"github.com/rategate/rategate/limiter"
 )
@@ -166,20 +167,47 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&dist.Redis, "redis", dist.Redis, "Redis address for the distributed mode (default: start a local redis-server, or an embedded server when none is installed)")
 	fs.IntVar(&dist.Partitions, "partitions", dist.Partitions, "partitions the client rate is split into in the distributed mode")
 	fs.DurationVar(&dist.LeaseTTL, "lease-ttl", dist.LeaseTTL, "lease TTL of the partitions in the distributed mode")
-	check := func() error {
-		if err := cfg.validate(); err != nil || !*distributed {
-			return err
-		}
-		return dist.validate(cfg)
+	if code, ok := parseFlags(fs, args, usageText, stdout, stderr); !ok {
+		return code
 	}
-	return cliflag.Main(fs, args, usageText, stdout, stderr, check, func() (err error) {
-		if *distributed {
-			_, err = runDistributed(ctx, stdout, cfg, dist)
-		} else {
-			_, err = run(ctx, stdout, cfg)
+	err := cfg.validate()
+	if err == nil && *distributed {
+		err = dist.validate(cfg)
+	} else if err == nil {
+		err = distributedOnly(fs)
+	}
+	if err != nil {
+		return usageError(stderr, fs.Name(), err)
+	}
+	if *distributed {
+		_, err = runDistributed(ctx, stdout, cfg, dist)
+	} else {
+		_, err = run(ctx, stdout, cfg)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		return 1
+	}
+	return 0
+}
+
+// distributedOnly returns an error naming the flags set on fs that only the
+// distributed mode reads, if there are any.
+func distributedOnly(fs *flag.FlagSet) error {
+	var set []string
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "processes", "redis", "partitions", "lease-ttl":
+			set = append(set, "-"+f.Name)
 		}
-		return err
 	})
+	switch len(set) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("%s is for the distributed mode only: add -distributed", set[0])
+	}
+	return fmt.Errorf("%s are for the distributed mode only: add -distributed", strings.Join(set, " and "))
 }
 
 func run(ctx context.Context, w io.Writer, cfg config) (result, error) {
@@ -257,8 +285,10 @@ func sendInPasses(ctx context.Context, records []record, lim limiter.Limiter, re
 	var t tally
 	for pending := records; len(pending) > 0; {
 		if t.Passes > 0 {
-			if err := pause.For(ctx, retry); err != nil {
-				return t, err
+			select {
+			case <-time.After(retry):
+			case <-ctx.Done():
+				return t, ctx.Err()
 			}
 		}
 		t.Passes++
@@ -388,4 +418,35 @@ func thousands(n int) string {
 		s = "-" + s
 	}
 	return s
+}
+
+// parseFlags parses args with fs, for a program that takes only flags. With
+// ok false the program stops with exit status code: 0 after -h (the usage
+// goes to stdout), 2 after an unknown flag, a bad value or an argument.
+func parseFlags(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (code int, ok bool) {
+	fs.SetOutput(stderr) // the flag package says there what is wrong
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, usage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return 0, false
+	case err != nil:
+		return usageError(stderr, fs.Name(), nil), false
+	case fs.NArg() > 0:
+		return usageError(stderr, fs.Name(), fmt.Errorf("unexpected argument %q: it takes only flags", fs.Arg(0))), false
+	}
+	return 0, true
+}
+
+// usageError prints err (if not nil) and where to find the usage, and
+// returns exit status 2.
+func usageError(stderr io.Writer, name string, err error) int {
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	}
+	fmt.Fprintf(stderr, "Run '%s -h' for usage.\n", name)
+	return 2
 }

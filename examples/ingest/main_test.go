@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/rategate/rategate/internal/clitest"
 	"github.com/rategate/rategate/limiter"
 	"go.uber.org/goleak"
 )
@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 // README shows come out of the simulation.
 func TestIngest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		res, out := clitest.MustRun(t, run, defaultConfig)
+		res, out := mustRun(t, defaultConfig)
 		// Naive: each pass stores 2,000 records (a second of the store's
 		// units) and a second later the next pass retries the rest:
 		// 10,000 + 8,000 + 6,000 + 4,000 + 2,000 sent.
@@ -45,7 +45,7 @@ func TestIngest(t *testing.T) {
 		if res.Limited != want {
 			t.Errorf("rate-limited: %+v, want %+v", res.Limited, want)
 		}
-		clitest.Contains(t, out,
+		contains(t, out,
 			"      naive        30,000      20,000       5  4.00 s\n",
 			"rate-limited        10,000           0       1  5.24 s\n",
 		)
@@ -144,26 +144,79 @@ func TestThousands(t *testing.T) {
 // status 2 and a message that names what was wrong; a good command line
 // runs (on a virtual clock) and succeeds.
 func TestCLI(t *testing.T) {
-	clitest.Run(t, "ingest", cli, []clitest.Case{
-		{Args: []string{"-h"}, Out: "Usage: ingest [flags]"},
-		{Args: []string{"-help"}, Out: "-client-rate int"},
-		{Args: []string{"-bogus"}, Code: 2, Err: "flag provided but not defined: -bogus"},
-		{Args: []string{"extra"}, Code: 2, Err: `unexpected argument "extra"`},
-		{Args: []string{"-records", "100", "extra"}, Code: 2, Err: `unexpected argument "extra"`},
-		{Args: []string{"-records", "abc"}, Code: 2, Err: `invalid value "abc" for flag -records`},
-		{Args: []string{"-records", "0"}, Code: 2, Err: "-records must be from 1 to 10,000,000, got 0"},
-		{Args: []string{"-records", "20000000"}, Code: 2, Err: "-records must be from 1 to 10,000,000"},
-		{Args: []string{"-units", "0"}, Code: 2, Err: "-units must be at least 1, got 0"},
-		{Args: []string{"-store-rate", "5"}, Code: 2, Err: "-store-rate must be at least a record's -units (10)"},
-		{Args: []string{"-client-rate", "-1"}, Code: 2, Err: "-client-rate must be at least 1 unit a second, got -1"},
-		{Args: []string{"-burst", "9"}, Code: 2, Err: "-burst must be at least a record's -units (10)"},
-		{Args: []string{"-retry", "0s"}, Code: 2, Err: "-retry must be a positive duration"},
-		{Args: []string{"-retry", "soon"}, Code: 2, Err: `invalid value "soon" for flag -retry`},
-		{Args: []string{"-records", "100", "-store-rate", "200", "-client-rate", "200", "-burst", "10"}, Out: "rate-limited           100           0       1  4.95 s"},
-		{Args: []string{"-h"}, Out: "-distributed"},
-		{Args: []string{"-distributed", "-processes", "0"}, Code: 2, Err: "-processes must be from 1 to 64, got 0"},
-		{Args: []string{"-distributed", "-partitions", "0"}, Code: 2, Err: "-partitions must be from 1 to 1024, got 0"},
-		{Args: []string{"-distributed", "-lease-ttl", "1ms"}, Code: 2, Err: "-lease-ttl must be at least 30ms, got 1ms"},
-		{Args: []string{"-distributed", "-burst", "10", "-partitions", "16"}, Code: 2, Err: "-burst must be at least -partitions (16)"},
+	testCLI(t, []cliCase{
+		{args: []string{"-h"}, out: "Usage: ingest [flags]"},
+		{args: []string{"-help"}, out: "-client-rate int"},
+		{args: []string{"-bogus"}, code: 2, err: "flag provided but not defined: -bogus"},
+		{args: []string{"extra"}, code: 2, err: `unexpected argument "extra"`},
+		{args: []string{"-records", "100", "extra"}, code: 2, err: `unexpected argument "extra"`},
+		{args: []string{"-records", "abc"}, code: 2, err: `invalid value "abc" for flag -records`},
+		{args: []string{"-records", "0"}, code: 2, err: "-records must be from 1 to 10,000,000, got 0"},
+		{args: []string{"-records", "20000000"}, code: 2, err: "-records must be from 1 to 10,000,000"},
+		{args: []string{"-units", "0"}, code: 2, err: "-units must be at least 1, got 0"},
+		{args: []string{"-store-rate", "5"}, code: 2, err: "-store-rate must be at least a record's -units (10)"},
+		{args: []string{"-client-rate", "-1"}, code: 2, err: "-client-rate must be at least 1 unit a second, got -1"},
+		{args: []string{"-burst", "9"}, code: 2, err: "-burst must be at least a record's -units (10)"},
+		{args: []string{"-retry", "0s"}, code: 2, err: "-retry must be a positive duration"},
+		{args: []string{"-retry", "soon"}, code: 2, err: `invalid value "soon" for flag -retry`},
+		{args: []string{"-records", "100", "-store-rate", "200", "-client-rate", "200", "-burst", "10"}, out: "rate-limited           100           0       1  4.95 s"},
+		{args: []string{"-h"}, out: "-distributed"},
+		{args: []string{"-distributed", "-processes", "0"}, code: 2, err: "-processes must be from 1 to 64, got 0"},
+		{args: []string{"-distributed", "-partitions", "0"}, code: 2, err: "-partitions must be from 1 to 1024, got 0"},
+		{args: []string{"-distributed", "-lease-ttl", "1ms"}, code: 2, err: "-lease-ttl must be at least 30ms, got 1ms"},
+		{args: []string{"-distributed", "-burst", "10", "-partitions", "16"}, code: 2, err: "-burst must be at least -partitions (16)"},
+		{args: []string{"-processes", "8"}, code: 2, err: "ingest: -processes is for the distributed mode only: add -distributed\n"},
+		{args: []string{"-redis", "localhost:6379", "-processes", "2"}, code: 2, err: "ingest: -processes and -redis are for the distributed mode only: add -distributed\n"},
 	})
+}
+
+// mustRun runs the program's work with cfg, logs what it printed, and stops
+// the test if it failed.
+func mustRun(t *testing.T, cfg config) (result, string) {
+	t.Helper()
+	var out bytes.Buffer
+	res, err := run(t.Context(), &out, cfg)
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	return res, out.String()
+}
+
+// contains reports each of lines that out lacks.
+func contains(t *testing.T, out string, lines ...string) {
+	t.Helper()
+	for _, line := range lines {
+		if !strings.Contains(out, line) {
+			t.Errorf("output lacks %q", line)
+		}
+	}
+}
+
+// cliCase is a command line and what it must do: its exit status, and text
+// its stdout and stderr must contain ("" for anything).
+type cliCase struct {
+	args     []string
+	code     int
+	out, err string
+}
+
+// testCLI runs each case through cli in a synctest bubble. A case with
+// status 2 must also print nothing on stdout, and end stderr with where to
+// find the usage.
+func testCLI(t *testing.T, cases []cliCase) {
+	t.Helper()
+	for _, tc := range cases {
+		synctest.Test(t, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := cli(t.Context(), tc.args, &stdout, &stderr)
+			o, e := stdout.String(), stderr.String()
+			if code != tc.code || !strings.Contains(o, tc.out) || !strings.Contains(e, tc.err) {
+				t.Errorf("%q: status %d, stdout %q, stderr %q; want status %d, %q in stdout, %q in stderr", tc.args, code, o, e, tc.code, tc.out, tc.err)
+			}
+			if tc.code == 2 && (o != "" || !strings.HasSuffix(e, "Run 'ingest -h' for usage.\n")) {
+				t.Errorf("%q: stdout %q, stderr %q; want nothing on stdout, and where to find the usage", tc.args, o, e)
+			}
+		})
+	}
 }
