@@ -4,20 +4,20 @@ go 1.25
 
 replace (
 	github.com/rategate/rategate => ../
+	// Not imported here: redislimit's go.mod requires it (for its tests).
 	github.com/rategate/rategate/internal/redistest => ../internal/redistest
 	github.com/rategate/rategate/redislimit => ../redislimit
 )
 
 require (
+	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/rategate/rategate v0.0.0
-	github.com/rategate/rategate/internal/redistest v0.0.0-00010101000000-000000000000
 	github.com/rategate/rategate/redislimit v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.22.0
 	go.uber.org/goleak v1.3.0
 )
 
 require (
-	github.com/alicebob/miniredis/v2 v2.40.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.uber.org/atomic v1.11.0 // indirect

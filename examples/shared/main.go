@@ -34,17 +34,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rategate/rategate/internal/cliflag"
-	"github.com/rategate/rategate/internal/redistest"
-	"github.com/rategate/rategate/internal/selfexec"
-	"github.com/rategate/rategate/internal/window"
 	"github.com/rategate/rategate/limiter"
 	"github.com/rategate/rategate/redislimit"
 )
@@ -92,18 +93,32 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Limit, "limit", cfg.Limit, "grants in any window, all processes together")
 	fs.DurationVar(&cfg.Window, "window", cfg.Window, "the window")
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the processes ask")
-	return cliflag.Main(fs, args, usageText, stdout, stderr, func() error { return cfg.validate() }, func() error {
-		res, err := run(ctx, stdout, cfg)
-		if err == nil && !res.kept(cfg.Limit) {
-			err = fmt.Errorf("%d grants in one %v window, over the limit of %d", res.MaxInWindow, res.Measured, cfg.Limit)
-		}
-		return err
-	})
+	if code, ok := parseFlags(fs, args, usageText, stdout, stderr); !ok {
+		return code
+	}
+	if err := cfg.validate(); err != nil {
+		return usageError(stderr, fs.Name(), err)
+	}
+	res, err := run(ctx, stdout, cfg)
+	if err == nil && !res.kept(cfg.Limit) {
+		err = fmt.Errorf("%d grants in one %v window, over the limit of %d", res.MaxInWindow, res.Measured, cfg.Limit)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		return 1
+	}
+	return 0
 }
 
 // validate says which settings are wrong, by their flags' names, and why.
 func (c config) validate() error {
-	errs := []error{cliflag.InRange("procs", c.Procs, 1, 64), cliflag.InRange("limit", c.Limit, 1, 1_000_000)}
+	var errs []error
+	if c.Procs < 1 || c.Procs > 64 {
+		errs = append(errs, fmt.Errorf("-procs must be from 1 to 64, got %d", c.Procs))
+	}
+	if c.Limit < 1 || c.Limit > 1_000_000 {
+		errs = append(errs, fmt.Errorf("-limit must be from 1 to 1000000, got %d", c.Limit))
+	}
 	if c.Window < time.Millisecond {
 		errs = append(errs, fmt.Errorf("-window must be at least 1ms, got %v", c.Window))
 	}
@@ -127,17 +142,12 @@ func run(ctx context.Context, w io.Writer, cfg config) (result, error) {
 	var res result
 	addr := cfg.Redis
 	if addr == "" {
-		s, err := redistest.Start()
-		if err != nil {
+		var stop func()
+		var err error
+		if addr, stop, res.Server, err = startRedis(); err != nil {
 			return res, err
 		}
-		defer s.Close()
-		addr = s.Addr
-		if s.Embedded {
-			res.Server = "the embedded Go server (redis-server is not installed)"
-		} else {
-			res.Server = "a local redis-server"
-		}
+		defer stop()
 	} else {
 		res.Server = "the Redis server you named"
 	}
@@ -146,7 +156,7 @@ func run(ctx context.Context, w io.Writer, cfg config) (result, error) {
 		cfg.Procs, cfg.Limit, cfg.Window, cfg.Duration)
 	// A fresh key for this run, so that earlier runs do not count.
 	cfg.Key += "/" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	grants, err := startWorkers(ctx, w, addr, cfg)
+	grants, err := runWorkers(ctx, w, addr, cfg)
 	if err != nil {
 		return res, err
 	}
@@ -159,15 +169,15 @@ type grant struct {
 	at   int64
 }
 
-// startWorkers runs cfg.Procs workers (this program, re-executed), prints
+// runWorkers runs cfg.Procs workers (this program, re-executed), prints
 // each grant as a worker reports it, and returns them all.
-func startWorkers(ctx context.Context, w io.Writer, addr string, cfg config) ([]grant, error) {
+func runWorkers(ctx context.Context, w io.Writer, addr string, cfg config) ([]grant, error) {
 	var all []grant
 	start := time.Now().UnixNano()
 	spec := fmt.Sprintf("%s|%s|%d|%s|%s", addr, cfg.Key, cfg.Limit, cfg.Window, cfg.Duration)
-	// The workers' stderr goes to w too: selfexec.Run serializes it with the
-	// grants printed here.
-	err := selfexec.Run(ctx, cfg.Procs, workerEnv, func(int) string { return spec }, w, func(i int, line string) {
+	// The workers' stderr goes to w too, serialized with the grants printed
+	// here.
+	err := startWorkers(ctx, cfg.Procs, spec, w, func(i int, line string) {
 		at, err := strconv.ParseInt(line, 10, 64)
 		if err != nil {
 			return
@@ -186,7 +196,7 @@ func report(w io.Writer, cfg config, grants []grant) result {
 		res.PerProc[g.proc]++
 		ats[i] = time.Duration(g.at)
 	}
-	res.MaxInWindow = window.Peak(ats, res.Measured)
+	res.MaxInWindow = peak(ats, res.Measured)
 	fmt.Fprintln(w)
 	for i, n := range res.PerProc {
 		fmt.Fprintf(w, "process %d: %d grants\n", i+1, n)
@@ -243,3 +253,186 @@ func worker(ctx context.Context, spec string, stdout, stderr io.Writer) int {
 
 // kept reports whether the run kept the limit.
 func (r result) kept(limit int) bool { return r.MaxInWindow <= limit }
+
+// startRedis starts a Redis server for the run: a redis-server on a free
+// loopback port when one is installed (on PATH), else an embedded server
+// (github.com/alicebob/miniredis/v2). It returns the server's address, how
+// to stop it, and which it is.
+func startRedis() (addr string, stop func(), which string, err error) {
+	if path, err := exec.LookPath("redis-server"); err == nil {
+		addr, stop, err := startRedisServer(path)
+		return addr, stop, "a local redis-server", err
+	}
+	m, err := miniredis.Run()
+	if err != nil {
+		return "", nil, "", err
+	}
+	return m.Addr(), m.Close, "the embedded Go server (redis-server is not installed)", nil
+}
+
+// startRedisServer runs the redis-server at path on a free loopback port,
+// keeping nothing on disk, and returns its address once it answers PING.
+// It tries three ports, in case another program takes one first.
+func startRedisServer(path string) (addr string, stop func(), err error) {
+	for range 3 {
+		if addr, stop, err = tryRedisServer(path); err == nil {
+			return addr, stop, nil
+		}
+	}
+	return "", nil, err
+}
+
+// tryRedisServer is one try of startRedisServer.
+func tryRedisServer(path string) (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // a free port, for redis-server to take
+	if err != nil {
+		return "", nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	_, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command(path, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--loglevel", "warning")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	stop := func() { cmd.Process.Kill(); <-exited }
+	if err := awaitPong(addr, exited); err != nil {
+		stop()
+		return "", nil, err
+	}
+	return addr, stop, nil
+}
+
+// awaitPong waits, for up to 10 s, until the server at addr answers PING,
+// or until it has exited.
+func awaitPong(addr string, exited <-chan struct{}) error {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+		if err == nil {
+			c.SetDeadline(time.Now().Add(time.Second))
+			var reply string
+			if _, err = io.WriteString(c, "PING\r\n"); err == nil {
+				reply, err = bufio.NewReader(c).ReadString('\n')
+			}
+			c.Close()
+			if reply == "+PONG\r\n" {
+				return nil
+			}
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("redis-server on %s exited at start", addr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redis-server on %s did not answer: %v", addr, err)
+		}
+	}
+}
+
+// startWorkers starts n copies of this program, with workerEnv set to
+// spec, passes each line that copy i writes to its stdout to line(i, text),
+// and waits until they have all exited. What they write to their stderr goes
+// to stderr, never at once with a call of line, so that line may write to
+// it too. Ending ctx kills the copies still running.
+// It returns nil when every copy exited with status 0, else the failures,
+// each naming its process from 1.
+func startWorkers(ctx context.Context, n int, spec string, stderr io.Writer, line func(i int, text string)) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, n)
+	var mu sync.Mutex // serializes the calls of line and the writes to stderr
+	stderr = lockedWriter{&mu, stderr}
+	var wg sync.WaitGroup
+	for i := range n {
+		cmd := exec.CommandContext(ctx, exe)
+		cmd.Env = append(os.Environ(), workerEnv+"="+spec)
+		cmd.Stderr = stderr
+		out, err := cmd.StdoutPipe()
+		if err == nil {
+			err = cmd.Start()
+		}
+		if err != nil {
+			cancel() // the copies already started stop
+			wg.Wait()
+			return fmt.Errorf("start process %d: %w", i+1, err)
+		}
+		wg.Go(func() {
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				mu.Lock()
+				line(i, sc.Text())
+				mu.Unlock()
+			}
+			if err := cmd.Wait(); err != nil {
+				errs[i] = fmt.Errorf("process %d: %w", i+1, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// lockedWriter serializes the writes to w under mu.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// peak returns the most instants that fall in any one window [t, t+width):
+// the largest group less than width apart from first to last.
+func peak(instants []time.Duration, width time.Duration) int {
+	ts := slices.Sorted(slices.Values(instants))
+	most, j := 0, 0
+	for i := range ts {
+		for j < len(ts) && ts[j] < ts[i]+width { // ts[i:j] lie in [ts[i], ts[i]+width)
+			j++
+		}
+		most = max(most, j-i)
+	}
+	return most
+}
+
+// parseFlags parses args with fs, for a program that takes only flags. With
+// ok false the program stops with exit status code: 0 after -h (the usage
+// goes to stdout), 2 after an unknown flag, a bad value or an argument.
+func parseFlags(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (code int, ok bool) {
+	fs.SetOutput(stderr) // the flag package says there what is wrong
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, usage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return 0, false
+	case err != nil:
+		return usageError(stderr, fs.Name(), nil), false
+	case fs.NArg() > 0:
+		return usageError(stderr, fs.Name(), fmt.Errorf("unexpected argument %q: it takes only flags", fs.Arg(0))), false
+	}
+	return 0, true
+}
+
+// usageError prints err (if not nil) and where to find the usage, and
+// returns exit status 2.
+func usageError(stderr io.Writer, name string, err error) int {
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	}
+	fmt.Fprintf(stderr, "Run '%s -h' for usage.\n", name)
+	return 2
+}

@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rategate/rategate/internal/clitest"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
 
@@ -25,7 +26,7 @@ func TestMain(m *testing.M) {
 func TestShared(t *testing.T) {
 	cfg := defaultConfig
 	cfg.Limit, cfg.Window, cfg.Duration = 5, 300*time.Millisecond, 900*time.Millisecond
-	res, out := clitest.MustRun(t, run, cfg)
+	res, out := mustRun(t, cfg)
 	if !res.kept(cfg.Limit) {
 		t.Fatalf("%d grants in a window of %v, over the limit %d", res.MaxInWindow, res.Measured, cfg.Limit)
 	}
@@ -62,5 +63,47 @@ func TestCommandLine(t *testing.T) {
 		if code != tc.code || !strings.Contains(stdout.String()+stderr.String(), tc.want) {
 			t.Errorf("shared %v: exit %d, output %q; want exit %d and %q", tc.args, code, stdout.String()+stderr.String(), tc.code, tc.want)
 		}
+	}
+}
+
+// mustRun runs the program's work with cfg, logs what it printed, and stops
+// the test if it failed.
+func mustRun(t *testing.T, cfg config) (result, string) {
+	t.Helper()
+	var out bytes.Buffer
+	res, err := run(t.Context(), &out, cfg)
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	return res, out.String()
+}
+
+// TestStartRedis: startRedis starts a redis-server when one is on PATH,
+// else the embedded server, says which, and either answers.
+func TestStartRedis(t *testing.T) {
+	_, err := exec.LookPath("redis-server")
+	installed := err == nil
+	for _, path := range []string{"", t.TempDir()} { // as it is; then with no redis-server on PATH
+		if path != "" {
+			t.Setenv("PATH", path)
+		}
+		addr, stop, which, err := startRedis()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "the embedded Go server (redis-server is not installed)"
+		if path == "" && installed {
+			want = "a local redis-server"
+		}
+		if which != want {
+			t.Errorf("PATH %q: started %q, want %q", path, which, want)
+		}
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		if err := c.Ping(t.Context()).Err(); err != nil {
+			t.Errorf("%s: PING: %v", which, err)
+		}
+		c.Close()
+		stop()
 	}
 }
