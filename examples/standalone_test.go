@@ -30,6 +30,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // An import of an internal/ package fails the build ("use of internal
 // package ... not allowed"); the test also names such imports itself.
 func TestStandalone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds nine modules: skipped with -short")
+	}
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go command on PATH")
