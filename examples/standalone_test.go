@@ -21,17 +21,20 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestStandalone copies each example (every directory here with a main.go,
-// its tests included) into a fresh module of its own in a temporary
-// directory, as a user would, and runs go build and go vet there, outside
-// the workspace (GOWORK=off, GOFLAGS=-mod=mod: the go command adds the
-// requirements the copy needs, from the module cache or GOPROXY). The
+// its tests included) into a fresh module in a temporary directory, as a
+// user would copy it into their own, and runs go build and go vet there,
+// outside the workspace (GOWORK=off; GOFLAGS=-mod=mod, so that the go
+// command adds the requirements the copies need, from the module cache or
+// GOPROXY, and -trimpath, so that the build cache serves later runs). The
 // fresh module names rategate's modules by replace directives to this
 // repository, and pins the third-party modules at this module's versions.
-// An import of an internal/ package fails the build ("use of internal
-// package ... not allowed"); the test also names such imports itself.
+// All the copies share the one fresh module, each in a directory of its
+// own: two go commands build and vet them all, in parallel. An import of an
+// internal/ package fails the build ("use of internal package ... not
+// allowed"); the test also names such imports itself.
 func TestStandalone(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds nine modules: skipped with -short")
+		t.Skip("builds every example in a module of its own: skipped with -short")
 	}
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
@@ -41,35 +44,34 @@ func TestStandalone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gomod := freshGoMod(t, goCmd, root)
-	dirs, err := filepath.Glob("*/main.go")
-	if err != nil || len(dirs) == 0 {
+	mains, err := filepath.Glob("*/main.go")
+	if err != nil || len(mains) == 0 {
 		t.Fatalf("no example found (%v)", err)
 	}
-	for _, mainFile := range dirs {
-		name := filepath.Dir(mainFile)
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			copyGoFiles(t, name, dir)
-			if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(strings.Replace(gomod, "NAME", name, 1)), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			for _, args := range [][]string{{"build", "-o", os.DevNull, "."}, {"vet", "."}} {
-				cmd := exec.Command(goCmd, args...)
-				cmd.Dir = dir
-				cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
-				if out, err := cmd.CombinedOutput(); err != nil {
-					t.Errorf("go %s in a copy of %s: %v\n%s", strings.Join(args, " "), name, err, out)
-				}
-			}
-		})
+	dir := t.TempDir()
+	for _, m := range mains {
+		name := filepath.Dir(m)
+		if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		copyGoFiles(t, name, filepath.Join(dir, name))
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(freshGoMod(t, goCmd, root)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"build", "./..."}, {"vet", "./..."}} {
+		cmd := exec.Command(goCmd, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod -trimpath")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("go %s in a fresh module holding a copy of each example: %v\n%s", strings.Join(args, " "), err, out)
+		}
 	}
 }
 
-// freshGoMod returns the go.mod of a copied example, with NAME for its
-// directory's name: replace directives to rategate's modules in root, and
-// this module's third-party requirements at their versions.
+// freshGoMod returns the go.mod of the copies: replace directives to
+// rategate's modules in root, and this module's third-party requirements at
+// their versions.
 func freshGoMod(t *testing.T, goCmd, root string) string {
 	t.Helper()
 	out, err := exec.Command(goCmd, "mod", "edit", "-json").Output()
@@ -84,7 +86,7 @@ func freshGoMod(t *testing.T, goCmd, root string) string {
 		t.Fatal(err)
 	}
 	var b strings.Builder
-	b.WriteString("module example.com/NAME\n\ngo 1.25\n\n")
+	b.WriteString("module example.com/copies\n\ngo 1.25\n\n")
 	for _, r := range mod.Require {
 		if !strings.HasPrefix(r.Path, "github.com/rategate/rategate") {
 			b.WriteString("require " + r.Path + " " + r.Version + "\n")
