@@ -20,8 +20,8 @@
 // moment is a few microseconds as a rule (stamps of demo, rangeloop and
 // rategate came at most 0.1 ms closer together than their grants, in 26
 // runs on a busy 2-core machine), and can be tens of milliseconds when the
-// goroutine waits for a CPU (a goroutine whose grant another one
-// booked must first be woken). The sliding log grants the first caller of a
+// goroutine waits for a CPU (a goroutine whose grant another one booked
+// must first be woken). The sliding log grants the first caller of a
 // new window exactly one window after the grant it replaces, so counting the
 // stamps in windows of the full length would see one grant too many whenever
 // the earlier stamp happened to be the later one, which is often. So the

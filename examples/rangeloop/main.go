@@ -19,13 +19,14 @@
 // body stamps its item a moment later. That moment is a few microseconds as
 // a rule (stamps of demo, rangeloop and rategate came at most 0.1 ms closer
 // together than their grants, in 26 runs on a busy 2-core machine), and can
-// be tens of milliseconds when the goroutine waits for a CPU. A sliding log grants the first item of a new window exactly one
-// window after the item it replaces, so counting the stamps in windows of
-// the full length would see one item too many whenever the earlier stamp
-// happened to be the later one. So the items are counted in windows shorter
-// by a slack, a fifth of the window and at most 50 ms: if every stamp is at
-// most slack after its grant, stamps within window-slack of each other were
-// granted within one window, so a count over the limit is a grant over it.
+// be tens of milliseconds when the goroutine waits for a CPU. A sliding log
+// grants the first item of a new window exactly one window after the item
+// it replaces, so counting the stamps in windows of the full length would
+// see one item too many whenever the earlier stamp happened to be the later
+// one. So the items are counted in windows shorter by a slack, a fifth of
+// the window and at most 50 ms: if every stamp is at most slack after its
+// grant, stamps within window-slack of each other were granted within one
+// window, so a count over the limit is a grant over it.
 package main
 
 import (

@@ -20,14 +20,15 @@
 // pool's task has begun). That moment is a few microseconds as a rule
 // (stamps of demo, rangeloop and rategate came at most 0.1 ms closer
 // together than their grants, in 26 runs on a busy 2-core machine), and can
-// be tens of milliseconds when the goroutine waits for a CPU. A sliding log grants the
-// first start of a new window exactly one window after the start it
-// replaces, so counting the stamps in windows of the full length would see
-// one start too many whenever the earlier stamp happened to be the later
-// one: most runs. So the starts are counted in windows shorter by a slack,
-// a fifth of the window and at most 50 ms: if every stamp is at most slack
-// after its grant, stamps within window-slack of each other were granted
-// within one window, so a count over the bound is a grant over the bound.
+// be tens of milliseconds when the goroutine waits for a CPU. A sliding log
+// grants the first start of a new window exactly one window after the start
+// it replaces, so counting the stamps in windows of the full length would
+// see one start too many whenever the earlier stamp happened to be the
+// later one, which is often. So the starts are counted in windows shorter
+// by a slack, a fifth of the window and at most 50 ms: if every stamp is at
+// most slack after its grant, stamps within window-slack of each other were
+// granted within one window, so a count over the bound is a grant over the
+// bound.
 package main
 
 import (
