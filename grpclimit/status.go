@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -147,7 +148,10 @@ func quoteString(s string) string {
 // A concurrency limit has no window and counts "concurrent-requests". For
 // a refusal (retry > 0), t is retry, rounded up.
 func quotaMetadata(quoted string, q limiter.Quota, retry time.Duration) metadata.MD {
-	buf := make([]byte, 0, 2*len(quoted)+64)
+	// One allocation holds both values and the slices the metadata keeps
+	// them in (a long policy name moves the bytes to a second one).
+	f := new(quotaFields)
+	buf := f.buf[:0]
 	buf = append(buf, quoted...)
 	buf = append(buf, ";q="...)
 	if q.Window > 0 {
@@ -171,8 +175,16 @@ func quotaMetadata(quoted string, q limiter.Quota, retry time.Duration) metadata
 		buf = append(buf, ";t="...)
 		buf = strconv.AppendInt(buf, t, 10)
 	}
-	s := string(buf)
-	return metadata.MD{MetadataPolicy: {s[:policyEnd]}, MetadataRateLimit: {s[policyEnd:]}}
+	// The bytes are never written again, so the strings can share them.
+	s := unsafe.String(unsafe.SliceData(buf), len(buf))
+	f.vals = [2]string{s[:policyEnd], s[policyEnd:]}
+	return metadata.MD{MetadataPolicy: f.vals[0:1:1], MetadataRateLimit: f.vals[1:2:2]}
+}
+
+// quotaFields is the storage of the two values of quotaMetadata.
+type quotaFields struct {
+	vals [2]string
+	buf  [112]byte
 }
 
 // ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.
