@@ -28,19 +28,17 @@ type KeyFunc = func(ctx context.Context, method string) (string, error)
 // metadata that is malformed.
 var ErrNoKey = errors.New("grpclimit: no key for the call")
 
-// PeerOptions configures PeerKey.
+// PeerOptions configures PeerKey. Its fields are httplimit.IPKeyOptions',
+// read the same way (package httplimit does the reading), with metadata in
+// place of HTTP header fields.
 type PeerOptions struct {
-	// Trusted are the proxies whose forwarding metadata is believed, with
-	// the rules of httplimit.ClientIP: the metadata is read only when the
-	// call's peer is trusted, and then from the right: the client is the
-	// rightmost address that is not trusted, so a client cannot pick its
-	// own key by sending the metadata itself. Empty: the peer address only.
+	// Trusted are the proxies whose forwarding metadata is believed: only
+	// when the peer is one of them, and then from the right, so that a
+	// client cannot pick its own key. Empty: the peer address only.
 	Trusted []netip.Prefix
 	// Header is the forwarding metadata the trusted proxies append to:
-	// "x-forwarded-for" (as Envoy and most gRPC proxies send it), or
-	// "forwarded" (RFC 7239). The empty string reads x-forwarded-for when
-	// the call has it and forwarded otherwise; name the one your proxies
-	// use, so that a client cannot send the other one past them.
+	// "x-forwarded-for" or "forwarded"; "" reads x-forwarded-for when the
+	// call has it and forwarded otherwise.
 	Header string
 	// IPv6Prefix is the network an IPv6 client is keyed by: 0 means 64
 	// (its /64, which one host or home usually holds whole, so a client
@@ -164,17 +162,13 @@ func MetadataKey(name string) KeyFunc {
 func Keys(fns ...KeyFunc) KeyFunc {
 	fns = append([]KeyFunc(nil), fns...)
 	return func(ctx context.Context, method string) (string, error) {
-		var b strings.Builder
+		parts := make([]string, len(fns))
 		for i, f := range fns {
-			k, err := f(ctx, method)
-			if err != nil {
+			var err error
+			if parts[i], err = f(ctx, method); err != nil {
 				return "", err
 			}
-			if i > 0 {
-				b.WriteByte(0)
-			}
-			b.WriteString(k)
 		}
-		return b.String(), nil
+		return strings.Join(parts, "\x00"), nil
 	}
 }

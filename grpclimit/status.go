@@ -121,20 +121,10 @@ func serverRetryInfo(err error) (time.Duration, bool) {
 	return 0, false
 }
 
-// quoteString returns s as a structured-field String (RFC 9651 §3.3.3): in
-// double quotes, with '"' and '\' escaped. s is printable ASCII.
-func quoteString(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		if s[i] == '"' || s[i] == '\\' {
-			b.WriteByte('\\')
-		}
-		b.WriteByte(s[i])
-	}
-	b.WriteByte('"')
-	return b.String()
-}
+// quoteString returns s as a structured-field String (RFC 9651 §3.3.3):
+// for printable ASCII, which Options.Policy is, that is strconv.Quote's
+// form (in double quotes, '"' and '\' escaped, nothing else).
+func quoteString(s string) string { return strconv.Quote(s) }
 
 // quotaMetadata returns the ratelimit-policy and ratelimit metadata of q in
 // the syntax of draft-ietf-httpapi-ratelimit-headers, as package httplimit

@@ -48,12 +48,6 @@ func (st *targetState) wait(now time.Time) time.Duration {
 // budget left or its window over), counts the call as sent and returns its
 // sequence number.
 func (c *Client) admit(ctx context.Context, target string) (int64, error) {
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
 	for {
 		c.mu.Lock()
 		st := c.state(target)
@@ -66,19 +60,25 @@ func (c *Client) admit(ctx context.Context, target string) (int64, error) {
 			return seq, nil
 		}
 		c.mu.Unlock()
-		if pastDeadline(ctx, wait) {
-			return 0, status.Errorf(codes.DeadlineExceeded, "grpclimit: %s asks for no call for %v, past the context deadline", target, wait)
+		if err := sleep(ctx, target, wait); err != nil {
+			return 0, err
 		}
-		if timer == nil {
-			timer = time.NewTimer(wait)
-		} else {
-			timer.Reset(wait)
-		}
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			return 0, status.FromContextError(ctx.Err()).Err()
-		}
+	}
+}
+
+// sleep waits out a wait target asks for, or fails: at once when the wait
+// would outlast ctx's deadline, else when ctx ends.
+func sleep(ctx context.Context, target string, wait time.Duration) error {
+	if pastDeadline(ctx, wait) {
+		return status.Errorf(codes.DeadlineExceeded, "grpclimit: %s asks for no call for %v, past the context deadline", target, wait)
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
 	}
 }
 
