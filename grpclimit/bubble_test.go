@@ -2,6 +2,7 @@ package grpclimit
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,13 +18,13 @@ import (
 // counts the calls it serves.
 type unary struct {
 	s      *Server
-	served int
+	served atomic.Int64
 }
 
 func (u *unary) call(ctx context.Context) error {
 	info := &grpc.UnaryServerInfo{FullMethod: methodEcho}
 	_, err := u.s.Unary(ctx, "req", info, func(context.Context, any) (any, error) {
-		u.served++
+		u.served.Add(1)
 		return "resp", nil
 	})
 	return err
@@ -135,8 +136,8 @@ func TestQueuedCancelExact(t *testing.T) {
 		if at := time.Since(start); at != 100*time.Millisecond {
 			t.Errorf("the call after the cancelled one was served at %v, want 100ms", at)
 		}
-		if u.served != 2 || len(codesSeen) != 3 || codesSeen[1] != codes.Canceled {
-			t.Errorf("served %d, decisions %v", u.served, codesSeen)
+		if u.served.Load() != 2 || len(codesSeen) != 3 || codesSeen[1] != codes.Canceled {
+			t.Errorf("served %d, decisions %v", u.served.Load(), codesSeen)
 		}
 	})
 }
