@@ -1,21 +1,25 @@
 module github.com/rategate/rategate/bench
 
-go 1.25
+go 1.26.0
 
 require (
 	github.com/alitto/pond/v2 v2.7.1
 	github.com/didip/tollbooth/v7 v7.0.2
 	github.com/go-chi/httprate v0.16.1
 	github.com/go-redis/redis_rate/v10 v10.0.1
+	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4
 	github.com/juju/ratelimit v1.0.2
 	github.com/rategate/rategate v0.0.0
+	github.com/rategate/rategate/grpclimit v0.0.0-00010101000000-000000000000
 	github.com/rategate/rategate/internal/redistest v0.0.0-00010101000000-000000000000
 	github.com/rategate/rategate/redislimit v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/sourcegraph/conc v0.3.0
 	go.uber.org/ratelimit v0.3.1
-	golang.org/x/sync v0.19.0
+	golang.org/x/sync v0.23.0
 	golang.org/x/time v0.14.0
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
 )
 
 require (
@@ -29,10 +33,15 @@ require (
 	github.com/zeebo/xxh3 v1.1.0 // indirect
 	go.uber.org/atomic v1.11.0 // indirect
 	go.uber.org/multierr v1.9.0 // indirect
-	golang.org/x/sys v0.30.0 // indirect
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c // indirect
 )
 
 replace github.com/rategate/rategate => ../
+
+replace github.com/rategate/rategate/grpclimit => ../grpclimit
 
 replace github.com/rategate/rategate/redislimit => ../redislimit
 

@@ -1,9 +1,10 @@
 module github.com/rategate/rategate/examples
 
-go 1.25
+go 1.26.0
 
 replace (
 	github.com/rategate/rategate => ../
+	github.com/rategate/rategate/grpclimit => ../grpclimit
 	// Not imported here: redislimit's go.mod requires it (for its tests).
 	github.com/rategate/rategate/internal/redistest => ../internal/redistest
 	github.com/rategate/rategate/redislimit => ../redislimit
@@ -12,14 +13,20 @@ replace (
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/rategate/rategate v0.0.0
+	github.com/rategate/rategate/grpclimit v0.0.0-00010101000000-000000000000
 	github.com/rategate/rategate/redislimit v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.22.0
 	go.uber.org/goleak v1.3.0
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
 )
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.uber.org/atomic v1.11.0 // indirect
-	golang.org/x/sys v0.30.0 // indirect
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
 )
