@@ -121,7 +121,7 @@ func (c *ConcurrencyLimiter) ReportOutcome(_ int, o limiter.Outcome, latency tim
 		changed bool
 	)
 	if o == limiter.Throttled {
-		l, changed = c.c.throttled(now)
+		l, changed = c.c.throttled(now, latency.Seconds())
 	} else {
 		l, changed = c.c.sample(now, latency.Seconds(), inUse)
 	}

@@ -109,10 +109,12 @@ func (c *latencyControl) decide(r round) {
 	}
 }
 
-// throttled records a call the other side refused for overload: the limit
-// falls by a tenth at once, once per unloaded latency.
-func (c *latencyControl) throttled(now float64) (float64, bool) {
-	if now-c.lastThrottle < c.base {
+// throttled records a call the other side refused for overload after
+// latency: the limit falls by a tenth at once, once per unloaded latency
+// (or per the throttled call's latency, if longer: the calls in flight with
+// it were admitted before the cut).
+func (c *latencyControl) throttled(now, latency float64) (float64, bool) {
+	if c.lastThrottle > 0 && now-c.lastThrottle < max(c.base, latency) {
 		return c.l, false
 	}
 	c.lastThrottle = now

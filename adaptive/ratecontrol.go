@@ -3,10 +3,10 @@ package adaptive
 import "math"
 
 // rateControl decides the rate of a RateLimiter from the outcomes reported
-// to it. It has no clock of its own: time advances with the successes, each
-// worth permits/rate seconds of the rate used ("used time"), so a caller
-// that uses a tenth of its rate climbs ten times more slowly, and an idle
-// limiter does not climb at all.
+// to it. Its curves advance with the successes, each worth permits/rate
+// seconds of the rate used ("used time"), and only while the caller uses at
+// least a quarter of the rate: an idle or lightly used limiter does not
+// climb.
 type rateControl struct {
 	floor, ceil float64 // events per second
 	r           float64 // the rate in force
@@ -37,6 +37,10 @@ const (
 	doubling    = 0.4 // used seconds per doubling while searching
 	calm        = 20  // successes in an epoch that make a throttle a fresh event
 	share       = 10  // outcomes in an epoch that tell what share gets through
+	// The rate grows only while successes come at least at this share of
+	// it (a quarter: while searching, the last second's successes lag the
+	// doubling rate by half).
+	used = 0.25
 )
 
 func newRateControl(floor, initial, ceil float64) rateControl {
@@ -49,6 +53,11 @@ func (c *rateControl) succeeded(now float64, permits int, epoch uint64) float64 
 	c.epochOK += float64(permits)
 	if epoch == c.epoch {
 		c.succ++
+	}
+	if c.delivered(now) < used*c.r {
+		// The caller does not use the rate: whether more would pass is
+		// not being tested.
+		return c.r
 	}
 	dt := float64(permits) / c.r
 	c.tau += dt
