@@ -76,26 +76,29 @@
 // be known within about 3% (more when latencies vary more). The unloaded
 // latency is learned from the rounds that run under the capacity found.
 //
-//   - A round whose mean latency is more than 10% over the unloaded latency
-//     means calls queued at the other side, which therefore worked at its
-//     capacity: by Little's law, the calls it completed per second times its
-//     unloaded latency. The limit goes to 95% of that at once, so that the
-//     queue drains; the round that follows, whose calls were admitted
-//     before, is not judged.
+//   - A round whose mean latency is over the unloaded latency by more than
+//     5% (or by more than four standard errors of its mean, when latencies
+//     vary more) means calls queued at the other side, which therefore
+//     worked at its capacity: by Little's law, the calls it completed per
+//     second times its unloaded latency. The limit goes to 95% of that at
+//     once, so that the queue drains; the round that follows, whose calls
+//     were admitted before, is not judged; then the limit goes back to the
+//     capacity found.
 //   - A round without queueing, with the limit in use, raises the limit: by
-//     a quarter per round while far from the capacity found (or when none
-//     is known, or when the limit passed it by 20% without queueing), by
-//     about √limit/4 per round near it.
+//     a quarter per round while far from the capacity found (under 80% of
+//     it, or none known, or when the calls in flight passed it by 20%
+//     without queueing: it moved), by about √limit/4 per round near it.
 //   - When cut after cut leaves the latency as long, the calls were not
 //     queueing: the other side got slower, and that latency is its unloaded
 //     latency now.
 //
-// So the calls in flight stay between about 95% and 110% of the other
-// side's capacity, and their latency within about 10% of the unloaded
-// latency. [limiter.Throttled] lowers the limit by a tenth at once (at most
-// once per unloaded latency). A server shedding load puts one in front of
-// its handlers and refuses what TryAcquire refuses; a client puts one in
-// front of a dependency and waits in Acquire.
+// So the calls in flight keep close to the other side's capacity (on
+// average within a few percent, swinging between about 90% and 115% of
+// it), and their latency close to the unloaded latency. [limiter.Throttled]
+// lowers the limit by a tenth at once (at most once per unloaded latency).
+// A server shedding load puts one in front of its handlers and refuses what
+// TryAcquire refuses; a client puts one in front of a dependency and waits
+// in Acquire.
 //
 // Whatever the outcomes, the semaphore's bound holds: at every instant, the
 // permits held number at most the limit in force, and never more than

@@ -18,14 +18,16 @@ type latencyControl struct {
 	sum, sumSq float64 // of the round's latencies
 	n          int     // samples in the round
 	peak       int     // the most calls in flight seen in the round
+	prevPeak   float64 // the previous round's: its calls are those this round's latencies measure
 
 	settle       bool // the next round's calls were granted before a cut: skip it
+	back         bool // after the round skipped, go back to the capacity found
 	cuts         int  // cuts in a row, with no round between that did not queue
 	lastThrottle float64
 }
 
 const (
-	queueing   = 0.1  // a round whose mean exceeds the unloaded latency by this queued
+	queueing   = 0.05 // a round whose mean exceeds the unloaded latency by this (or by 4 standard errors of the mean) queued
 	below      = 0.95 // after queueing: the limit goes to this share of the capacity found
 	fastGrowth = 1.25 // per round, far from the capacity found
 	saturated  = 0.9  // a round grows the limit only if this share of it was in use
@@ -53,7 +55,13 @@ func (c *latencyControl) sample(now, latency float64, inUse int) (float64, bool)
 	}
 	m := c.sum / float64(c.n)
 	c.cv2 += smoothing * (max(c.sumSq/float64(c.n)/(m*m)-1, 0) - c.cv2)
-	r := round{mean: m, rate: float64(c.n) / max(now-c.start, 1e-9), peak: float64(c.peak)}
+	r := round{
+		mean:  m,
+		rate:  float64(c.n) / max(now-c.start, 1e-9),
+		peak:  max(float64(c.peak), c.prevPeak),
+		queue: max(queueing, 4*math.Sqrt(c.cv2/float64(c.n))),
+	}
+	c.prevPeak = float64(c.peak)
 	c.sum, c.sumSq, c.n, c.peak = 0, 0, 0, 0
 	c.decide(r)
 	c.l = min(max(c.l, c.floor), c.ceil)
@@ -61,8 +69,11 @@ func (c *latencyControl) sample(now, latency float64, inUse int) (float64, bool)
 }
 
 // round is what a round measured: the mean latency, the calls completed
-// per second, the most calls in flight.
-type round struct{ mean, rate, peak float64 }
+// per second, the most calls in flight over it and the round before (whose
+// calls it saw complete), and how far over the unloaded latency the mean
+// must be to say that calls queued (more than the noise of a mean of so
+// many samples).
+type round struct{ mean, rate, peak, queue float64 }
 
 func (c *latencyControl) decide(r round) {
 	switch {
@@ -75,19 +86,19 @@ func (c *latencyControl) decide(r round) {
 	}
 	q := r.mean / c.base
 	switch {
-	case q > 1+queueing && c.cuts == maxCuts:
+	case q > 1+r.queue && c.cuts == maxCuts:
 		// Cut after cut, and the calls still wait as long: they do not
 		// queue, the other side got slower. That is its unloaded latency.
 		c.base, c.cuts = r.mean, 0
 		return
-	case q > 1+queueing:
+	case q > 1+r.queue:
 		// Calls queued, so the other side works at its capacity: by
 		// Little's law, the calls it completes per second times its
 		// unloaded latency. Go under it, so that the queue drains and
 		// the next rounds see the unloaded latency again.
 		c.found = max(r.rate*c.base, 1)
 		c.l = c.found * below
-		c.settle = true
+		c.settle, c.back = true, true
 		c.cuts++
 		return
 	case q < 1 || c.found == 0 || r.peak <= c.found*below:
@@ -96,13 +107,21 @@ func (c *latencyControl) decide(r round) {
 		c.base += smoothing * (r.mean - c.base)
 	}
 	c.cuts = 0
+	c.grow(r, q)
+}
+
+// grow raises the limit after a round without queueing.
+func (c *latencyControl) grow(r round, q float64) {
 	switch {
+	case c.back:
+		c.back = false
+		c.l = max(c.l, c.found) // the queue drained: back to the capacity found
 	case r.peak < saturated*math.Floor(c.l):
 		// Too few calls to tell whether more would queue.
 	case c.found == 0 || c.l < 0.8*c.found:
 		c.l *= fastGrowth
-	case c.l > 1.2*c.found:
-		c.found = 0 // past the capacity found without queueing: it moved
+	case c.l > 1.2*c.found && r.peak > 1.2*c.found && q < 1+r.queue/2:
+		c.found = 0 // well past the capacity found without queueing: it moved
 		c.l *= fastGrowth
 	default:
 		c.l += max(1, math.Sqrt(c.l)/4)
