@@ -54,9 +54,10 @@ func (c *rateControl) succeeded(now float64, permits int, epoch uint64) float64 
 	if epoch == c.epoch {
 		c.succ++
 	}
-	if c.delivered(now) < used*c.r {
-		// The caller does not use the rate: whether more would pass is
-		// not being tested.
+	if c.r >= c.ceil || c.delivered(now) < used*c.r {
+		// At the ceiling, nothing to climb to; under used, the caller
+		// does not use the rate: whether more would pass is not being
+		// tested.
 		return c.r
 	}
 	dt := float64(permits) / c.r
