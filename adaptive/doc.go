@@ -58,10 +58,12 @@
 // calls: about 0.3% of the calls are throttled while the capacity holds
 // still. A capacity that falls is followed within a few calls. A capacity
 // that rises is found at the next probe: from 40 calls a second, within
-// about 1 to 10 s, depending on where in its cycle the rise finds the
-// limiter. Time, for all of this, is counted in successful calls at the
-// rate in force: a caller that uses a tenth of the rate climbs ten times
-// more slowly, and an idle limiter does not climb at all.
+// about 2 to 8 s, depending on where in its cycle the rise finds the
+// limiter (bench/adaptive measures it). Time, for all of this, is counted in
+// successful calls at the rate in force, and only while the caller uses at
+// least a quarter of the rate: an idle or lightly used limiter does not
+// climb, so that it does not reach its ceiling untested and flood the other
+// side when the demand comes back.
 //
 // Whatever the outcomes, the bucket's bound holds: in every interval, the
 // permits granted stay within Burst plus what the rates in force allowed
