@@ -97,3 +97,85 @@ func checkOption(t *testing.T, err error, field string) {
 		t.Errorf("err names %q (%v), want %q", oe.Field, err, field)
 	}
 }
+
+// FuzzRateOptions: NewRateLimiter never panics; it fails with an
+// *limiter.OptionError naming one of its fields, and always when the rates
+// are out of order; a limiter it returns starts within [Floor, Ceiling].
+func FuzzRateOptions(f *testing.F) {
+	f.Add(int64(1), int64(1e9), int64(10), int64(1e9), int64(100), int64(1e9), 0, 0, 0)
+	f.Add(int64(5), int64(1e9), int64(0), int64(0), int64(5), int64(1e9), 1, 3, 1)
+	f.Add(int64(-1), int64(1e9), int64(1), int64(-5), int64(1), int64(0), -1, -1, 2)
+	f.Fuzz(func(t *testing.T, fn, fd, in, id, cn, cd int64, burst, queue, order int) {
+		opts := RateOptions{
+			Floor:   limiter.Per(int(fn), time.Duration(fd)),
+			Initial: limiter.Per(int(in), time.Duration(id)),
+			Ceiling: limiter.Per(int(cn), time.Duration(cd)),
+			Burst:   burst,
+			Queue:   limiter.QueueOptions{Limit: queue, Order: limiter.Order(order)},
+		}
+		lim, err := NewRateLimiter(opts)
+		if err != nil {
+			var oe *limiter.OptionError
+			if !errors.As(err, &oe) {
+				t.Fatalf("%+v: %v is not an *limiter.OptionError", opts, err)
+			}
+			switch oe.Field {
+			case "Floor", "Initial", "Ceiling", "Burst", "Queue.Limit", "Queue.Order":
+			default:
+				t.Fatalf("%+v: error names %q", opts, oe.Field)
+			}
+			return
+		}
+		defer lim.Close()
+		initial := opts.Initial
+		if initial.IsZero() {
+			initial = opts.Floor
+		}
+		if compareRates(opts.Floor, initial) > 0 || compareRates(initial, opts.Ceiling) > 0 {
+			t.Fatalf("%+v accepted: Floor <= Initial <= Ceiling does not hold", opts)
+		}
+		if compareRates(lim.Rate(), initial) != 0 {
+			t.Fatalf("%+v: starts at %v", opts, lim.Rate())
+		}
+		lease := lim.TryAcquire(1)
+		lease.Report(limiter.Throttled, 0)
+		if r := lim.Rate(); compareRates(r, opts.Floor) < 0 || compareRates(r, opts.Ceiling) > 0 {
+			t.Fatalf("%+v: rate %v outside [Floor, Ceiling]", opts, r)
+		}
+	})
+}
+
+// FuzzConcurrencyOptions: NewConcurrencyLimiter never panics, names the
+// field it rejects, and accepts exactly the options with 0 <= Floor <=
+// Initial <= Ceiling (zeros taking their defaults) and a valid queue.
+func FuzzConcurrencyOptions(f *testing.F) {
+	f.Add(0, 0, 10, 0, 0)
+	f.Add(5, 3, 10, -1, 0)
+	f.Add(1, 1, 1, 0, 1)
+	f.Fuzz(func(t *testing.T, floor, initial, ceil, queue, order int) {
+		opts := ConcurrencyOptions{Floor: floor, Initial: initial, Ceiling: ceil, Queue: limiter.QueueOptions{Limit: queue, Order: limiter.Order(order)}}
+		lim, err := NewConcurrencyLimiter(opts)
+		fl, in := floor, initial
+		if fl == 0 {
+			fl = 1
+		}
+		if in == 0 {
+			in = fl
+		}
+		valid := floor >= 0 && initial >= 0 && ceil > 0 && fl <= ceil && in >= fl && in <= ceil && queue >= 0 && (order == 0 || order == 1)
+		if valid != (err == nil) {
+			t.Fatalf("%+v: err %v, want valid %v", opts, err, valid)
+		}
+		if err != nil {
+			var oe *limiter.OptionError
+			if !errors.As(err, &oe) {
+				t.Fatalf("%+v: %v is not an *limiter.OptionError", opts, err)
+			}
+			return
+		}
+		defer lim.Close()
+		if lim.Limit() != in {
+			t.Fatalf("%+v: limit %d, want %d", opts, lim.Limit(), in)
+		}
+	})
+}
