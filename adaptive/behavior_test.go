@@ -238,3 +238,30 @@ func TestConcurrencyCeiling(t *testing.T) {
 		}
 	})
 }
+
+// The rate set in the bucket is never above the controller's, never outside
+// [Floor, Ceiling], and within 0.1% of it (1,000 events or more per second,
+// minute, hour or day).
+func TestRateRounding(t *testing.T) {
+	floor, ceil := limiter.Per(1, 24*time.Hour), limiter.Per(5e9, time.Second)
+	lim := newRate(t, RateOptions{Floor: floor, Ceiling: ceil})
+	for r := perSecond(floor); r < 2*perSecond(ceil); r *= 1.37 {
+		got := lim.rounded(r)
+		g := perSecond(got)
+		if compareRates(got, floor) < 0 || compareRates(got, ceil) > 0 {
+			t.Fatalf("rounded(%g) = %v, outside [%v, %v]", r, got, floor, ceil)
+		}
+		switch {
+		case r >= perSecond(ceil):
+			if compareRates(got, ceil) != 0 {
+				t.Fatalf("rounded(%g) = %v, want the ceiling", r, got)
+			}
+		case r*86400 < 1:
+			if compareRates(got, floor) != 0 {
+				t.Fatalf("rounded(%g) = %v, want the floor", r, got)
+			}
+		case g > r*(1+1e-12) || (r*86400 >= 1000 && g < r*0.999):
+			t.Fatalf("rounded(%g) = %v (%g/s): above it, or more than 0.1%% under", r, got, g)
+		}
+	}
+}

@@ -230,8 +230,11 @@ func (l *RateLimiter) rounded(r float64) limiter.Rate {
 		per = p
 	}
 	n := math.Floor(r * per.Seconds())
-	if n < 1 || n > math.MaxInt32 {
+	switch {
+	case n < 1:
 		return l.floor
+	case n > 1e18: // past any ceiling a bucket takes
+		return l.ceil
 	}
 	rate := limiter.Per(int(n), per)
 	switch {
