@@ -30,6 +30,9 @@ func runAll(t *testing.T, entries []Entry, run func(Contender, []Stage) Run) []R
 // TestCompare runs both scenarios with every contender, prints the
 // tables, and checks that rategate does at least as well as each peer.
 func TestCompare(t *testing.T) {
+	if raceDetector {
+		t.Skip("its numbers are the same under the race detector, which makes it ten times slower; bench/plots runs its scenarios under it")
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Adaptive limiters side by side\n\n`cd bench && go test ./adaptive/ -run TestCompare -update`, %s, %s %s/%s. ", time.Now().UTC().Format("2006-01-02"), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	b.WriteString("The runs are on testing/synctest's virtual clock: the numbers do not depend on the machine or its load, and come out the same every time, except failsafe-go's AdaptiveThrottler's, which draws at random (its row moves a little between runs). ")
