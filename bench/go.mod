@@ -5,10 +5,12 @@ go 1.26.0
 require (
 	github.com/alitto/pond/v2 v2.7.1
 	github.com/didip/tollbooth/v7 v7.0.2
+	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/go-chi/httprate v0.16.1
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4
 	github.com/juju/ratelimit v1.0.2
+	github.com/platinummonkey/go-concurrency-limits v0.8.0
 	github.com/rategate/rategate v0.0.0
 	github.com/rategate/rategate/grpclimit v0.0.0-00010101000000-000000000000
 	github.com/rategate/rategate/internal/redistest v0.0.0-00010101000000-000000000000
@@ -25,8 +27,10 @@ require (
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0 // indirect
 	github.com/benbjohnson/clock v1.3.0 // indirect
+	github.com/bits-and-blooms/bitset v1.24.4 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/go-pkgz/expirable-cache/v3 v3.0.0 // indirect
+	github.com/influxdata/tdigest v0.0.1 // indirect
 	github.com/klauspost/cpuid/v2 v2.2.10 // indirect
 	github.com/kr/text v0.2.0 // indirect
 	github.com/yuin/gopher-lua v1.1.1 // indirect

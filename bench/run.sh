@@ -2,7 +2,8 @@
 # run.sh reproduces every number in README.md: the benchmarks (6 runs at
 # GOMAXPROCS 1 and 2, summarized by benchstat as medians), the ratios
 # rategate/peer, the keyed limiter's memory, the pipe's real-clock
-# throughput, and the pacing harness. It prints
+# throughput, the adaptive limiters against their peers (on virtual time)
+# and the cost of their reports, and the pacing harness. It prints
 # markdown and keeps the raw files in $OUT (default: results/). About 9.5
 # minutes on 2 cores.
 #
@@ -78,6 +79,15 @@ echo
 echo "## Pipe throughput on the real clock (% of the limit, 3 s per row)"
 echo
 go test -count=1 -run '^TestPipeRealClock$' -v -pipe.realclock . | sed -n 's/^ *pipe_test.go:[0-9]*: //p' | grep '^|' | tee "$OUT/pipe-realclock.md"
+echo
+
+echo "## Adaptive limiters and their peers (virtual time; see $OUT/adaptive.md)"
+echo
+go test -count=1 -run '^TestCompare$' ./adaptive -args -update -out "$PWD/$OUT/adaptive.md" >/dev/null
+grep '^|' "$OUT/adaptive.md" | head -8
+echo
+go test -run '^$' -bench Report -benchmem -count "$COUNT" ./adaptive >"$OUT/adaptive-report.txt"
+benchstat "$OUT/adaptive-report.txt" | tee "$OUT/adaptive-report-benchstat.txt"
 echo
 
 if [ "$PACING" != 0 ]; then

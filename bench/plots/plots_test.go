@@ -33,6 +33,7 @@ func TestPictures(t *testing.T) {
 	}{
 		{"limiters.svg", limitersFigure},
 		{"pipe.svg", pipeFigure},
+		{"adaptive.svg", adaptiveFigure},
 	} {
 		t.Run(pic.file, func(t *testing.T) {
 			var fig Figure
