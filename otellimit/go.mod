@@ -6,6 +6,7 @@ replace github.com/rategate/rategate => ../
 
 require (
 	github.com/rategate/rategate v0.0.0
+	github.com/rategate/rategate/internal/redistest v0.0.0-00010101000000-000000000000
 	github.com/rategate/rategate/redislimit v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.22.0
 	go.opentelemetry.io/otel v1.47.0
@@ -15,10 +16,12 @@ require (
 )
 
 require (
+	github.com/alicebob/miniredis/v2 v2.40.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/sdk v1.47.0 // indirect
