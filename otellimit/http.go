@@ -23,7 +23,8 @@ import (
 // With PerKey or Keyed, mapKey (see [KeyMapper]) may add the key attribute
 // to the decisions; it is given "" for a request whose key could not be
 // found. With Limiter, mapKey is not used. The returned Options keep every
-// other field of o.
+// other field of o. The state of the limiters wrapped here is observed for
+// as long as m is (a middleware has no Close).
 func (m *Metrics) Middleware(o httplimit.Options, mapKey KeyMapper[string]) httplimit.Options {
 	name := o.Policy
 	if name == "" {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -139,4 +140,48 @@ func TestMiddlewareKeyed(t *testing.T) {
 		"key=none,policy=default,result=error 1",
 	)
 	c.want(t, "queued_requests", "policy=default 0")
+}
+
+// TestTransport checks a client Transport whose limiters are wrapped: a
+// concurrency limit held until each response body is closed, and a
+// per-host rate limit, against a real loopback server.
+func TestTransport(t *testing.T) {
+	m, r := newMetrics(t, otellimit.Options{})
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	inFlight := must(limiter.NewConcurrency(limiter.ConcurrencyOptions{Limit: 2}))
+	hosts := must(limiter.NewKeyedTokenBucket[string](limiter.TokenBucketOptions{Rate: limiter.Per(1, time.Hour), Burst: 2}))
+	defer hosts.Close()
+	tr := &httplimit.Transport{
+		Limiter: m.Wrap(inFlight, "upstream"),
+		PerHost: m.WrapPerKey(hosts.For, "upstream-host", nil),
+	}
+	client := &http.Client{Transport: tr}
+	defer client.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	for i := range 3 {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+		resp, err := client.Do(req)
+		if i < 2 {
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close() // releases the in-flight permit
+			continue
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("third request: %v, want the host's limit past the deadline", err)
+		}
+	}
+	c := collect(t, r)
+	c.want(t, "requests",
+		"policy=upstream,result=granted 3",
+		"policy=upstream-host,result=granted 2",
+		"policy=upstream-host,result=deadline_exceeded 1",
+	)
+	c.want(t, "active_request_leases", "policy=upstream 0")
+	if got := c["request_lease.duration"]; len(got) != 1 || !strings.HasPrefix(got[0], "policy=upstream n=3 ") {
+		t.Errorf("request_lease.duration %q, want 3 leases of upstream", got)
+	}
 }

@@ -42,7 +42,11 @@ func (kp *keyPolicies[K]) of(key K) *policy {
 		return p.(*policy)
 	}
 	p := kp.m.policy(kp.name, v, true)
-	kp.byVal.Store(v, p)
+	if p.key == v {
+		// Not a value recorded as OtherKey: the cache stays as small as
+		// the recorded values, whatever the mapper returns.
+		kp.byVal.Store(v, p)
+	}
 	return p
 }
 

@@ -41,10 +41,12 @@ type policyID struct {
 // policy holds the counters and attribute sets of one policy (and key
 // value). Its counters are read by Metrics.observe.
 type policy struct {
-	m *Metrics
+	m   *Metrics
+	key string // the key value, for a KeyMapper's policy
 
-	granted  atomic.Int64 // results[Granted], alone on its cache line
-	_        [56]byte
+	_        [64]byte
+	granted  atomic.Int64 // results[Granted], on a cache line of its own
+	_        [64]byte
 	results  [numResults]atomic.Int64
 	outcomes [4]atomic.Int64
 	redis    [numRedisAnswers]atomic.Int64
@@ -70,7 +72,7 @@ func newPolicy(m *Metrics, id policyID) *policy {
 	if id.keyed {
 		attrs = append(attrs, AttrKey.String(id.key))
 	}
-	p := &policy{m: m, base: attribute.NewSet(attrs...)}
+	p := &policy{m: m, key: id.key, base: attribute.NewSet(attrs...)}
 	opt := metric.WithAttributeSet(p.base)
 	p.baseRec, p.baseObs = []metric.RecordOption{opt}, []metric.ObserveOption{opt}
 	with := func(kv attribute.KeyValue) metric.MeasurementOption {

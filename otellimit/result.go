@@ -74,9 +74,25 @@ const unavailableText = "redislimit: redis unavailable"
 // of package limiter and of package context are recognised with errors.Is;
 // anything else is Error.
 func ResultOf(err error) Result {
-	switch {
-	case err == nil:
+	// The errors of this module's leases, unwrapped, first: a refused
+	// TryAcquire is classified without walking an error tree.
+	switch err {
+	case nil:
 		return Granted
+	case limiter.ErrLimited:
+		return Limited
+	case limiter.ErrQueueFull:
+		return QueueFull
+	case limiter.ErrExceedsLimit:
+		return ExceedsLimit
+	case limiter.ErrClosed:
+		return Closed
+	case context.Canceled:
+		return Canceled
+	case context.DeadlineExceeded:
+		return DeadlineExceeded
+	}
+	switch {
 	case unavailable(err):
 		return Unavailable
 	case errors.Is(err, limiter.ErrClosed):
