@@ -1,6 +1,6 @@
 module github.com/rategate/rategate/bench
 
-go 1.25
+go 1.26.0
 
 require (
 	github.com/alitto/pond/v2 v2.7.1
@@ -10,9 +10,13 @@ require (
 	github.com/juju/ratelimit v1.0.2
 	github.com/rategate/rategate v0.0.0
 	github.com/rategate/rategate/internal/redistest v0.0.0-00010101000000-000000000000
+	github.com/rategate/rategate/otellimit v0.0.0-00010101000000-000000000000
 	github.com/rategate/rategate/redislimit v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/sourcegraph/conc v0.3.0
+	go.opentelemetry.io/otel v1.47.0
+	go.opentelemetry.io/otel/metric v1.47.0
+	go.opentelemetry.io/otel/sdk/metric v1.47.0
 	go.uber.org/ratelimit v0.3.1
 	golang.org/x/sync v0.19.0
 	golang.org/x/time v0.14.0
@@ -22,14 +26,21 @@ require (
 	github.com/alicebob/miniredis/v2 v2.40.0 // indirect
 	github.com/benbjohnson/clock v1.3.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/go-logr/logr v1.4.4 // indirect
+	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-pkgz/expirable-cache/v3 v3.0.0 // indirect
+	github.com/google/uuid v1.6.0 // indirect
 	github.com/klauspost/cpuid/v2 v2.2.10 // indirect
 	github.com/kr/text v0.2.0 // indirect
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
+	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
+	go.opentelemetry.io/otel/log v1.47.0 // indirect
+	go.opentelemetry.io/otel/sdk v1.47.0 // indirect
+	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.uber.org/atomic v1.11.0 // indirect
 	go.uber.org/multierr v1.9.0 // indirect
-	golang.org/x/sys v0.30.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
 )
 
 replace github.com/rategate/rategate => ../
@@ -37,3 +48,5 @@ replace github.com/rategate/rategate => ../
 replace github.com/rategate/rategate/redislimit => ../redislimit
 
 replace github.com/rategate/rategate/internal/redistest => ../internal/redistest
+
+replace github.com/rategate/rategate/otellimit => ../otellimit
