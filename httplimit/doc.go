@@ -23,7 +23,7 @@
 // which turns bursts into a steady flow.
 // A request that cannot be served within Wait is refused: at once when the
 // limiter can tell (a token bucket or pacer always can, behind its whole
-// queue: limiter.Foreseer; the other limiters when no one waits ahead, or
+// queue: limiter.Foreseer, also per key; the other limiters when no one waits ahead, or
 // when the one ahead will wait longer), else when Wait ends. One whose
 // client goes away leaves the queue having consumed nothing.
 //

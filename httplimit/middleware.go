@@ -99,6 +99,27 @@ func (t *target) acquire(ctx context.Context, n int) (limiter.Lease, error) {
 	return t.lim.Acquire(ctx, n)
 }
 
+// keyedForeseer is the optional Foresee method of a KeyedLimiter:
+// limiter.Foreseer for one key.
+type keyedForeseer interface {
+	Foresee(key string, n int) (time.Duration, bool)
+}
+
+// foresee is the wait of n permits behind t's queue, when its limiter can
+// tell it (limiter.Foreseer, or a KeyedLimiter's Foresee).
+func (t *target) foresee(n int) (time.Duration, bool) {
+	if t.keyed != nil {
+		if f, ok := t.keyed.(keyedForeseer); ok {
+			return f.Foresee(t.key, n)
+		}
+		return 0, false
+	}
+	if f, ok := t.lim.(limiter.Foreseer); ok {
+		return f.Foresee(n)
+	}
+	return 0, false
+}
+
 func (t *target) quota() limiter.Quota {
 	if t.keyed != nil {
 		if q, ok := t.keyed.(keyedQuoter); ok {
@@ -179,13 +200,11 @@ func (m *Middleware) take(r *http.Request, t *target, d *Decision) (limiter.Leas
 		}
 		return l, l.Err()
 	}
-	if f, ok := t.lim.(limiter.Foreseer); ok && t.keyed == nil {
-		// The wait behind the whole queue, not only its head's: a request
-		// that cannot be served within Wait is refused now, not when Wait ends.
-		if est, ok := f.Foresee(d.Cost); ok && est > m.wait {
-			err := fmt.Errorf("httplimit: the wait of %v behind the queue is longer than Options.Wait (%v): %w", est, m.wait, context.DeadlineExceeded)
-			return limiter.Denied(err, est), err
-		}
+	// The wait behind the whole queue, not only its head's: a request that
+	// cannot be served within Wait is refused now, not when Wait ends.
+	if est, ok := t.foresee(d.Cost); ok && est > m.wait {
+		err := fmt.Errorf("httplimit: the wait of %v behind the queue is longer than Options.Wait (%v): %w", est, m.wait, context.DeadlineExceeded)
+		return limiter.Denied(err, est), err
 	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(r.Context(), m.wait)

@@ -543,3 +543,72 @@ type discardWriter struct{ h http.Header }
 func (w *discardWriter) Header() http.Header         { return w.h }
 func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (w *discardWriter) WriteHeader(int)             {}
+
+// The look-ahead over the queue works per key too: with a token bucket of
+// 1/s (burst 1) per key and Wait 1.5 s, the 1st request of a key is served
+// at once, the 2nd after 1 s, and the 3rd, which would wait 2 s, is refused
+// at once, whether the key's bucket comes from a Keyed, a
+// KeyedTokenBucket, or either's For through PerKey.
+func TestWaitRefusesAtOnceKeyed(t *testing.T) {
+	opts := limiter.TokenBucketOptions{Rate: limiter.Per(1, time.Second), Burst: 1}
+	for _, c := range []struct {
+		name string
+		o    func(t *testing.T) httplimit.Options
+	}{
+		{"Keyed", func(t *testing.T) httplimit.Options {
+			k, err := limiter.NewKeyed(limiter.KeyedOptions[string]{New: func(string) (limiter.Limiter, error) { return limiter.NewTokenBucket(opts) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return httplimit.Options{Keyed: k}
+		}},
+		{"Keyed.For", func(t *testing.T) httplimit.Options {
+			k, err := limiter.NewKeyed(limiter.KeyedOptions[string]{New: func(string) (limiter.Limiter, error) { return limiter.NewTokenBucket(opts) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return httplimit.Options{PerKey: k.For}
+		}},
+		{"KeyedTokenBucket", func(t *testing.T) httplimit.Options {
+			k, err := limiter.NewKeyedTokenBucket[string](opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return httplimit.Options{Keyed: k}
+		}},
+		{"KeyedTokenBucket.For", func(t *testing.T) httplimit.Options {
+			k, err := limiter.NewKeyedTokenBucket[string](opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return httplimit.Options{PerKey: k.For}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				o := c.o(t)
+				o.Wait = 1500 * time.Millisecond
+				h := mustNew(t, o).Wrap(ok)
+				start := time.Now()
+				type result struct {
+					code int
+					at   time.Duration
+				}
+				results := make([]result, 3)
+				var wg sync.WaitGroup
+				for i := range results {
+					wg.Go(func() {
+						resp := serve(h, get("192.0.2.1:1"))
+						results[i] = result{resp.StatusCode, time.Since(start)}
+					})
+					synctest.Wait()
+				}
+				wg.Wait()
+				want := []result{{200, 0}, {200, time.Second}, {429, 0}}
+				if !equal(results, want) {
+					t.Errorf("results %v, want %v", results, want)
+				}
+			})
+		})
+	}
+}
