@@ -256,25 +256,21 @@ func readLegacy(s *serverLimits, h http.Header, now time.Time) {
 }
 
 // Legacy X-RateLimit-Reset values are a Unix time (GitHub, go-chi/httprate)
-// or seconds from now (many others). No reset is a billion seconds (31
-// years) away, and no Unix time of this century is below a billion: a value
-// of at least 1e12 is a Unix time in milliseconds, one of at least 1e9 a
-// Unix time in seconds, and a smaller one seconds from now.
-const (
-	unixSecondsFrom = 1e9
-	unixMillisFrom  = 1e12
-)
+// or seconds from now (many others). No reset is decades away, so a value of
+// at least half the current Unix time in milliseconds is a Unix time in
+// milliseconds, one of at least half the current Unix time in seconds (27
+// years and more as a delay) a Unix time in seconds, and a smaller one
+// seconds from now.
 
 // resetAt returns how long from now a legacy reset value v is.
 func resetAt(v float64, now time.Time) time.Duration {
-	var d float64
+	nowSecs := float64(now.UnixNano()) / 1e9
+	d := v
 	switch {
-	case v >= unixMillisFrom:
-		d = v/1e3 - float64(now.UnixNano())/1e9
-	case v >= unixSecondsFrom:
-		d = v - float64(now.UnixNano())/1e9
-	default:
-		d = v
+	case v >= nowSecs*1e3/2:
+		d = v/1e3 - nowSecs
+	case v >= nowSecs/2:
+		d = v - nowSecs
 	}
 	if d <= 0 {
 		return 0

@@ -71,9 +71,10 @@ var ErrBlocked = errors.New("httplimit: the host takes no request for longer tha
 // RateLimit-Remaining and RateLimit-Reset, and X-RateLimit-Limit,
 // X-RateLimit-Remaining and X-RateLimit-Reset. X-RateLimit-Reset is a Unix
 // time for some servers (GitHub, go-chi/httprate) and seconds from now for
-// others: a value of at least 10^12 is read as Unix milliseconds, one of at
-// least 10^9 (2001) as Unix seconds, a smaller one as seconds from now (no
-// reset is 31 years away). Responses served from a cache (Age > 0) are not
+// others: a value of at least half the current Unix time in milliseconds is
+// read as Unix milliseconds, one of at least half the current Unix time in
+// seconds as Unix seconds, a smaller one as seconds from now (no reset is
+// decades away). Responses served from a cache (Age > 0) are not
 // read.
 //
 // What it learns is kept per host, not per route: a server that gives its
