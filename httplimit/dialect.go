@@ -31,15 +31,20 @@ type serverLimits struct {
 	// pace is the spacing at which the server's request policies are
 	// spread (w/q of the slowest): 0 when no policy states a window.
 	pace time.Duration
+	// burst is how many requests may arrive at once and then be spread at
+	// pace: the least burst the policies state (a parameter of
+	// rategate's policies for token buckets), 1 when one states none.
+	burst int64
 	// concurrent is the quota of a concurrent-requests policy: at most so
 	// many requests in flight (0: none).
 	concurrent int64
 }
 
-// quotaLeft says r more requests are allowed within t.
+// quotaLeft says a policy allows r more requests, and more within t.
 type quotaLeft struct {
-	r int64
-	t time.Duration
+	policy string // the item's name for drafts -08 to -11 (in quotes), else the dialect's
+	r      int64
+	t      time.Duration
 }
 
 func (s *serverLimits) known() bool { return len(s.left) > 0 || s.pace > 0 || s.concurrent > 0 }
@@ -75,6 +80,9 @@ func readLimits(h http.Header, now time.Time) serverLimits {
 			s.concurrent = max(s.concurrent, p.q)
 		} else if p.w > 0 {
 			s.pace = max(s.pace, paceOf(p.q, p.w))
+			if s.burst == 0 || p.burst < s.burst {
+				s.burst = p.burst
+			}
 		}
 	}
 	return s
@@ -84,7 +92,8 @@ func readLimits(h http.Header, now time.Time) serverLimits {
 type policy struct {
 	name       string
 	q, w       int64
-	concurrent bool // its unit is concurrent requests
+	burst      int64 // at least 1
+	concurrent bool  // its unit is concurrent requests
 }
 
 // paceOf is w seconds spread over q requests, rounded up.
@@ -129,6 +138,10 @@ func readPolicies(lines []string) []policy {
 		}
 		if w, ok := it.param("w"); ok && w.kind == sfInteger && w.i > 0 {
 			p.w = w.i
+		}
+		p.burst = 1
+		if b, ok := it.param("burst"); ok && b.kind == sfInteger && b.i > 1 {
+			p.burst = b.i
 		}
 		if qu, ok := it.param("qu"); ok && (qu.kind == sfString || qu.kind == sfToken) {
 			switch qu.s {
@@ -179,7 +192,7 @@ func readIETF(s *serverLimits, lines []string, policies []policy) bool {
 		if isConcurrent(policies, it.bare.s) {
 			continue // its r comes back on completion, not with time
 		}
-		left = append(left, quotaLeft{r.i, t})
+		left = append(left, quotaLeft{`"` + it.bare.s, r.i, t})
 	}
 	s.left = append(s.left, left...)
 	return true
@@ -217,7 +230,7 @@ func readDraft07(s *serverLimits, lines []string) {
 		}
 	}
 	if r >= 0 && t >= 0 {
-		s.left = append(s.left, quotaLeft{r, seconds(t)})
+		s.left = append(s.left, quotaLeft{"draft-07", r, seconds(t)})
 	}
 }
 
@@ -233,10 +246,13 @@ func readDraft06(s *serverLimits, h http.Header) {
 	if err1 != nil || err2 != nil || r.bare.kind != sfInteger || t.bare.kind != sfInteger || r.bare.i < 0 || t.bare.i < 0 {
 		return
 	}
-	s.left = append(s.left, quotaLeft{r.bare.i, seconds(t.bare.i)})
+	s.left = append(s.left, quotaLeft{"draft-06", r.bare.i, seconds(t.bare.i)})
 	for _, p := range readPolicies(h["Ratelimit-Limit"]) {
 		if p.w > 0 {
 			s.pace = max(s.pace, paceOf(p.q, p.w))
+			if s.burst == 0 || p.burst < s.burst {
+				s.burst = p.burst
+			}
 		}
 	}
 }
@@ -252,7 +268,7 @@ func readLegacy(s *serverLimits, h http.Header, now time.Time) {
 	if !ok1 || !ok2 {
 		return
 	}
-	s.left = append(s.left, quotaLeft{int64(min(r, math.MaxInt64/2)), resetAt(at, now)})
+	s.left = append(s.left, quotaLeft{"x-ratelimit", int64(min(r, math.MaxInt64/2)), resetAt(at, now)})
 }
 
 // Legacy X-RateLimit-Reset values are a Unix time (GitHub, go-chi/httprate)

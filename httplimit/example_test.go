@@ -73,9 +73,9 @@ func ExampleNew() {
 	}
 	fmt.Println(count[httplimit.Served], "served,", count[httplimit.Limited], "limited")
 	// Output:
-	// /search 200 "default";q=10;w=60
-	// /search 200 "default";q=10;w=60
-	// /item 429 "default";q=10;w=60
+	// /search 200 "default";q=10;w=60;burst=10
+	// /search 200 "default";q=10;w=60;burst=10
+	// /item 429 "default";q=10;w=60;burst=10
 	// 2 served, 1 limited
 }
 

@@ -120,15 +120,90 @@ func (t *target) foresee(n int) (time.Duration, bool) {
 	return 0, false
 }
 
-func (t *target) quota() limiter.Quota {
-	if t.keyed != nil {
-		if q, ok := t.keyed.(keyedQuoter); ok {
-			return q.Quota(t.key)
+// quotaAppender is implemented by a limiter made of several policies, such
+// as a chain: it appends one Quota per member.
+type quotaAppender interface {
+	AppendQuotas(dst []limiter.Quota) []limiter.Quota
+}
+
+// keyedQuotaAppender is quotaAppender for one key of a KeyedLimiter.
+type keyedQuotaAppender interface {
+	AppendQuotas(key string, dst []limiter.Quota) []limiter.Quota
+}
+
+// policies appends to dst the quota of each of t's policies: one, or one
+// per member of a limiter that appends several (none when the limiter
+// cannot say).
+func (t *target) policies(dst []policyQuota) []policyQuota {
+	var qs []limiter.Quota
+	switch {
+	case t.keyed != nil:
+		if a, ok := t.keyed.(keyedQuotaAppender); ok {
+			qs = a.AppendQuotas(t.key, nil)
+		} else if q, ok := t.keyed.(keyedQuoter); ok {
+			return appendPolicy(dst, q.Quota(t.key), t.continuous)
 		}
-		return limiter.Quota{}
+	default:
+		if a, ok := t.lim.(quotaAppender); ok {
+			qs = a.AppendQuotas(nil)
+		} else {
+			q, _ := limiter.QuotaOf(t.lim)
+			return appendPolicy(dst, q, t.continuous)
+		}
 	}
-	q, _ := limiter.QuotaOf(t.lim)
-	return q
+	for _, q := range qs {
+		dst = appendPolicy(dst, q, nil)
+	}
+	return dst
+}
+
+// appendPolicy appends q unless it is the zero Quota; continuous, if not
+// nil, says whether its permits come back continuously (a token bucket),
+// so that its burst is stated.
+func appendPolicy(dst []policyQuota, q limiter.Quota, continuous func() bool) []policyQuota {
+	if q == (limiter.Quota{}) {
+		return dst
+	}
+	p := policyQuota{Quota: q}
+	if q.Limit > 1 && q.Window > 0 && continuous != nil && continuous() {
+		p.burst = q.Limit
+	}
+	return append(dst, p)
+}
+
+// continuous reports whether t's permits come back continuously, one at a
+// time, as a token bucket's do: whether it is a limiter.Foreseer that can
+// foresee.
+func (t *target) continuous() bool {
+	if t.keyed != nil {
+		switch k := t.keyed.(type) {
+		case *limiter.KeyedTokenBucket[string]:
+			return true
+		case keyedForeseer:
+			_, ok := k.Foresee(t.key, 0)
+			return ok
+		}
+		return false
+	}
+	switch l := t.lim.(type) {
+	case *limiter.TokenBucket:
+		return true
+	case limiter.Foreseer:
+		_, ok := l.Foresee(0)
+		return ok
+	}
+	return false
+}
+
+// setQuota sets d.Quota to the most constrained of ps and returns its
+// index.
+func setQuota(d *Decision, ps []policyQuota) int {
+	if len(ps) == 0 {
+		return 0
+	}
+	mc := mostConstrained(ps)
+	d.Quota = ps[mc].Quota
+	return mc
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -139,7 +214,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	t, ok := m.target(r, &d)
 	if !ok {
-		m.refuse(w, r, &d, false)
+		m.refuse(w, r, &d, nil, false)
 		return
 	}
 	if t.none() || d.Cost == 0 {
@@ -160,10 +235,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	limited := d.Outcome == Limited || d.Outcome == QueueFull
+	var buf [2]policyQuota
+	var ps []policyQuota
 	if limited {
-		d.Quota = t.quota() // not after a failure: the limiter could not decide
+		ps = t.policies(buf[:0]) // not after a failure: the limiter could not decide
 	}
-	m.refuse(w, r, &d, limited)
+	m.refuse(w, r, &d, ps, limited)
 }
 
 // target finds the limiter of r, or fills d with a failure.
@@ -237,8 +314,9 @@ func (m *Middleware) classify(r *http.Request, d *Decision, l limiter.Lease) {
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler, d *Decision, t *target, l limiter.Lease) {
 	defer l.Release()
 	if !t.none() && (!m.noHeaders || m.legacy || m.onDecision != nil) {
-		d.Quota = t.quota()
-		m.setFields(w.Header(), d.Quota, 0)
+		var buf [2]policyQuota
+		ps := t.policies(buf[:0])
+		m.setFields(w.Header(), ps, setQuota(d, ps), 0)
 	}
 	if m.onDecision != nil {
 		m.onDecision(r, *d)
@@ -248,8 +326,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 
 // refuse sets Retry-After (for a refusal over the limit) and the RateLimit
 // fields, reports the decision and writes the refusal.
-func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, d *Decision, limited bool) {
+func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, d *Decision, ps []policyQuota, limited bool) {
 	if limited {
+		mc := setQuota(d, ps)
 		secs := int64(0)
 		if d.RetryAfter >= 0 {
 			if d.RetryAfter == 0 {
@@ -261,7 +340,7 @@ func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, d *Decision,
 		} else {
 			d.RetryAfter = 0
 		}
-		m.setFields(w.Header(), d.Quota, secs)
+		m.setFields(w.Header(), ps, mc, secs)
 	}
 	if m.onDecision != nil {
 		m.onDecision(r, *d)

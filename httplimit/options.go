@@ -50,7 +50,10 @@ type Options struct {
 	Wait time.Duration
 
 	// Policy names the quota policy in the RateLimit-Policy and RateLimit
-	// fields; the default is "default". Printable ASCII only.
+	// fields; the default is "default" (and "default-1", "default-2", ...
+	// for the members of a limiter of several policies). Printable ASCII
+	// only. What the fields say for each limiter is in the package
+	// documentation ("What the fields promise").
 	Policy string
 	// NoHeaders leaves out the RateLimit-Policy and RateLimit fields (a
 	// refusal still carries Retry-After).

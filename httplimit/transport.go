@@ -7,12 +7,12 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/rategate/rategate/internal/precise"
 	"github.com/rategate/rategate/limiter"
 )
 
@@ -53,9 +53,11 @@ var ErrBlocked = errors.New("httplimit: the host takes no request for longer tha
 //   - When the quota it knows of is used, it spreads requests at the pace
 //     of the server's policy (w/q apart: q requests per w seconds), each
 //     request owing w/q from when the last response came, rather than
-//     waiting for the quota to be whole again; without a policy it waits
-//     for the time the server gives and then sends one request, whose
-//     response says what is allowed next.
+//     waiting for the quota to be whole again; a policy's burst parameter
+//     (which rategate's middleware states for token buckets) lets that
+//     many go at once at that pace. Without a policy it waits for the time
+//     the server gives and then sends one request, whose response says
+//     what is allowed next.
 //   - It retries a refused request (429 or 503 with Retry-After) up to
 //     Retries times, after waiting out the Retry-After, when the request
 //     can be replayed: its method is idempotent (GET, HEAD, OPTIONS, TRACE,
@@ -107,27 +109,27 @@ type Transport struct {
 }
 
 // hostState is what a Transport knows of one host's limits.
+//
+// Each response's r says the host could take r more requests when it
+// answered; of the requests sent since, those answered before that
+// response's request was sent were counted in r, the others may not have
+// been. So the host can take at least r + 1 + answeredAtSend - sent more,
+// and time only adds to that (windows pass, buckets refill): sent may
+// reach the largest such cap. When it has, a request goes at the policy's
+// pace, or once the time the last response gave for more quota has come.
 type hostState struct {
 	notBefore time.Time // Retry-After: no request before this
 	sent      int64     // requests sent to the host
 	answered  int64     // of which answered (or failed)
-	caps      []sendCap // what responses allow: sent may reach max until until
-	known     bool      // the host stated limits; when they lapse, probe
-	probing   bool      // known, nothing allowed, one request out to learn more
+	known     bool      // the host states limits
+	quotas    []policyCap
+	probing   bool // one request out beyond a cap, to learn more
 	pace      time.Duration
-	tat       time.Time // with pace: no request at the policy's pace before this
+	burst     int64     // requests that may go at once at the policy's pace
+	tat       time.Time // with pace: no request at the policy's pace before tat - (burst-1)*pace
 	maxFlight int64     // a concurrent-requests policy's quota (0: none)
 	changed   chan struct{}
 }
-
-// sendCap says the host's sent count may reach max until until.
-type sendCap struct {
-	max   int64
-	until time.Time
-}
-
-// maxCaps bounds a host's caps; more are merged.
-const maxCaps = 4
 
 // ticket is what a sent request remembers for its response.
 type ticket struct {
@@ -258,21 +260,17 @@ func (t *Transport) perHost(host string) limiter.Limiter {
 // admit waits until host may be sent a request. With count, it then counts
 // the request as sent and returns its ticket.
 func (t *Transport) admit(ctx context.Context, host string, count bool) (ticket, error) {
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	var timer precise.Timer
+	defer timer.Stop()
 	for {
 		t.mu.Lock()
 		h := t.host(host)
 		now := time.Now()
-		wait, changed := h.wait(now)
-		if wait == 0 && changed == nil {
+		how, wait, changed := h.admit(now)
+		if how != 0 {
 			var tk ticket
 			if count {
-				tk = h.take(now)
+				tk = h.take(how, now)
 			}
 			t.mu.Unlock()
 			return tk, nil
@@ -281,19 +279,14 @@ func (t *Transport) admit(ctx context.Context, host string, count bool) (ticket,
 		if err := t.tooLong(ctx, host, wait); err != nil {
 			return ticket{}, err
 		}
-		var tick <-chan time.Time
+		var at time.Time
 		if wait > 0 {
-			if timer == nil {
-				timer = time.NewTimer(wait)
-			} else {
-				timer.Reset(wait)
-			}
-			tick = timer.C
+			at = now.Add(wait)
 		}
-		select {
-		case <-tick:
-		case <-changed:
-		case <-ctx.Done():
+		// The pace of a server's policy is kept on time: a request late
+		// by a timer's lateness is a request the server allowed and did
+		// not get.
+		if timer.Until(ctx, changed, at, 0) == precise.Done {
 			return ticket{}, ctx.Err()
 		}
 	}
@@ -311,49 +304,86 @@ func (t *Transport) tooLong(ctx context.Context, host string, wait time.Duration
 	return nil
 }
 
-// wait says how long a request to h must wait at now (0: none), or which
-// channel to wait on for a response (nil); both zero when it may go now.
-func (h *hostState) wait(now time.Time) (time.Duration, <-chan struct{}) {
-	if now.Before(h.notBefore) {
-		return h.notBefore.Sub(now), nil
-	}
-	if h.maxFlight > 0 && h.sent-h.answered >= h.maxFlight {
-		return 0, h.change()
-	}
-	h.dropLapsed(now)
-	if len(h.caps) == 0 {
-		if h.known && h.probing {
-			return 0, h.change() // the probe's answer says what comes next
-		}
-		return 0, nil
-	}
-	if h.sent < h.minCap() {
-		return 0, nil
-	}
-	// The quota known of is used: at the policy's pace, or when the
-	// first cap lapses, or when a response brings more.
-	lapse := h.caps[0].until
-	for _, c := range h.caps[1:] {
-		lapse = minTime(lapse, c.until)
-	}
-	next := lapse
-	if h.pace > 0 && h.sent == h.answered {
-		if !now.Before(h.tat) {
-			return 0, nil
-		}
-		next = minTime(next, h.tat)
-	}
-	if h.sent > h.answered {
-		return next.Sub(now), h.change()
-	}
-	return next.Sub(now), nil
+// policyCap is what the host's responses say of one of its policies.
+type policyCap struct {
+	name string
+	cap  int64     // sent may reach this
+	more time.Time // when the last response said more quota comes
 }
 
-// take counts a request as sent at now. h.wait(now) has just allowed it.
-func (h *hostState) take(now time.Time) ticket {
-	tk := ticket{answeredAtSend: h.answered, sentAt: now}
-	if h.known && len(h.caps) == 0 {
-		h.probing, tk.probe = true, true
+// maxPolicies bounds the policies a host's state keeps; further ones are
+// not read.
+const maxPolicies = 8
+
+// policy returns the state of the named policy, made if new (nil beyond
+// maxPolicies).
+func (h *hostState) policy(name string) *policyCap {
+	for i := range h.quotas {
+		if h.quotas[i].name == name {
+			return &h.quotas[i]
+		}
+	}
+	if len(h.quotas) == maxPolicies {
+		return nil
+	}
+	h.quotas = append(h.quotas, policyCap{name: name, cap: math.MinInt64})
+	return &h.quotas[len(h.quotas)-1]
+}
+
+// How a request may go: within what responses allow, at the policy's
+// pace, or as the one request that learns what is allowed now.
+type admission uint8
+
+const (
+	allowed admission = iota + 1
+	paced
+	probe
+)
+
+// admit says how a request to h may go at now, or how long it must wait
+// (0: no timer) and which channel to wait on for a response (nil: none).
+func (h *hostState) admit(now time.Time) (admission, time.Duration, <-chan struct{}) {
+	if now.Before(h.notBefore) {
+		return 0, h.notBefore.Sub(now), nil
+	}
+	if h.maxFlight > 0 && h.sent-h.answered >= h.maxFlight {
+		return 0, 0, h.change()
+	}
+	exhausted, more := false, time.Time{}
+	for _, p := range h.quotas {
+		if h.sent >= p.cap {
+			exhausted = true
+			more = maxTime(more, p.more)
+		}
+	}
+	if !h.known || !exhausted {
+		return allowed, 0, nil
+	}
+	next := more
+	if h.pace > 0 && h.sent == h.answered {
+		due := h.tat.Add(-time.Duration(min(h.burst-1, int64(maxWait/h.pace))) * h.pace)
+		if !now.Before(due) {
+			return paced, 0, nil
+		}
+		next = minTime(next, due)
+	}
+	if !now.Before(more) {
+		if !h.probing {
+			return probe, 0, nil
+		}
+		return 0, 0, h.change() // the probe's answer says what comes next
+	}
+	if h.sent > h.answered {
+		return 0, next.Sub(now), h.change()
+	}
+	return 0, next.Sub(now), nil
+}
+
+// take counts a request admitted as a at now as sent.
+func (h *hostState) take(a admission, now time.Time) ticket {
+	tk := ticket{answeredAtSend: h.answered, sentAt: now, probe: a == probe}
+	if tk.probe {
+		h.probing = true
 	}
 	h.sent++
 	return tk
@@ -366,52 +396,11 @@ func (h *hostState) change() <-chan struct{} {
 	return h.changed
 }
 
-func (h *hostState) minCap() int64 {
-	m := h.caps[0].max
-	for _, c := range h.caps[1:] {
-		m = min(m, c.max)
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
 	}
-	return m
-}
-
-// dropLapsed forgets the caps whose time has passed.
-func (h *hostState) dropLapsed(now time.Time) {
-	kept := h.caps[:0]
-	for _, c := range h.caps {
-		if now.Before(c.until) {
-			kept = append(kept, c)
-		}
-	}
-	clear(h.caps[len(kept):])
-	h.caps = kept
-}
-
-// addCap adds a cap, keeping only those that can still bind: one with a
-// higher max that lapses no later than another is dropped, and beyond
-// maxCaps the two that lapse closest together are merged (the lower max,
-// the later lapse: no less strict).
-func (h *hostState) addCap(c sendCap) {
-	for _, o := range h.caps {
-		if o.max <= c.max && !o.until.Before(c.until) {
-			return // c never binds
-		}
-	}
-	h.caps = slices.DeleteFunc(h.caps, func(o sendCap) bool {
-		return o.max >= c.max && !o.until.After(c.until)
-	})
-	h.caps = append(h.caps, c)
-	if len(h.caps) <= maxCaps {
-		return
-	}
-	slices.SortFunc(h.caps, func(a, b sendCap) int { return a.until.Compare(b.until) })
-	best := 0
-	for i := 1; i+1 < len(h.caps); i++ {
-		if h.caps[i+1].until.Sub(h.caps[i].until) < h.caps[best+1].until.Sub(h.caps[best].until) {
-			best = i
-		}
-	}
-	h.caps[best] = sendCap{min(h.caps[best].max, h.caps[best+1].max), h.caps[best+1].until}
-	h.caps = slices.Delete(h.caps, best+1, best+2)
+	return a
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -447,8 +436,8 @@ func (h *hostState) idle(now time.Time) bool {
 	if h.sent != h.answered || now.Before(h.notBefore) || now.Before(h.tat) {
 		return false
 	}
-	for _, c := range h.caps {
-		if now.Before(c.until) {
+	for _, p := range h.quotas {
+		if now.Before(p.more) {
 			return false
 		}
 	}
@@ -467,7 +456,6 @@ func (t *Transport) learn(host string, tk ticket, resp *http.Response) {
 	defer t.mu.Unlock()
 	h := t.host(host)
 	h.answered++
-	h.dropLapsed(now)
 	if tk.probe {
 		h.probing = false
 	}
@@ -483,21 +471,24 @@ func (t *Transport) learn(host string, tk ticket, resp *http.Response) {
 		h.notBefore = addTime(now, wait)
 	}
 	if !lim.known() {
-		if len(h.caps) == 0 && !fromCache(resp) {
-			h.known, h.pace, h.maxFlight = false, 0, 0 // the server says no more
+		if !fromCache(resp) && h.idle(now) {
+			h.known, h.quotas, h.pace, h.maxFlight = false, nil, 0, 0 // the server says no more
 		}
 		h.owe(now)
 		return
 	}
 	h.known = true
 	if lim.pace > 0 {
-		h.pace = lim.pace
+		h.pace, h.burst = lim.pace, max(lim.burst, 1)
 	}
 	h.maxFlight = lim.concurrent
 	for _, q := range lim.left {
 		// The requests answered before this one was sent are counted in
 		// q.r; every other request sent so far may not be.
-		h.addCap(sendCap{max: satAdd(q.r, tk.answeredAtSend+1), until: addTime(now, q.t)})
+		if p := h.policy(q.policy); p != nil {
+			p.cap = max(p.cap, satAdd(q.r, tk.answeredAtSend+1))
+			p.more = addTime(now, q.t)
+		}
 	}
 	h.owe(now)
 }
