@@ -83,8 +83,10 @@
 // request comes from the proxy, so give ClientIP the proxy's prefixes: it
 // then reads X-Forwarded-For (or Forwarded), but only when the hop that sent
 // it is trusted, and takes the rightmost address that is not trusted, so a
-// client cannot choose its own key by sending the header itself. [IPKey]
-// also keys IPv6 clients by their /64.
+// client cannot choose its own key by sending the header itself. An IPv6
+// client is keyed by its /64 (one host or home usually holds a /64 whole,
+// and could otherwise pick a new key, and a new quota, per request);
+// [IPKey] takes another prefix length.
 //
 // Per-route limits need no router support: wrap each route's handler with
 // its own Middleware, or key one Middleware by [Route] (net/http's

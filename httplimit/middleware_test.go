@@ -115,7 +115,7 @@ func TestPerKey(t *testing.T) {
 				if want := []int{200, 200, 429, 200, 200, 429}; !equal(codes, want) {
 					t.Errorf("statuses %v, want %v", codes, want)
 				}
-				if keys[0] != "192.0.2.1" || keys[3] != "2001:db8::1" {
+				if keys[0] != "192.0.2.1" || keys[3] != "2001:db8::/64" {
 					t.Errorf("keys %q", keys)
 				}
 				resp := serve(h, get("192.0.2.9:1"))
