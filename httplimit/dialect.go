@@ -118,45 +118,50 @@ func readPolicies(lines []string) []policy {
 	}
 	var out []policy
 	for _, m := range l {
-		if m.inner {
-			continue
-		}
-		it := &m.item
-		var p policy
-		switch it.bare.kind {
-		case sfString, sfToken:
-			p.name = it.bare.s
-			q, ok := it.param("q")
-			if !ok || q.kind != sfInteger {
-				continue
-			}
-			p.q = q.i
-		case sfInteger:
-			p.q = it.bare.i
-		default:
-			continue
-		}
-		if w, ok := it.param("w"); ok && w.kind == sfInteger && w.i > 0 {
-			p.w = w.i
-		}
-		p.burst = 1
-		if b, ok := it.param("burst"); ok && b.kind == sfInteger && b.i > 1 {
-			p.burst = b.i
-		}
-		if qu, ok := it.param("qu"); ok && (qu.kind == sfString || qu.kind == sfToken) {
-			switch qu.s {
-			case "requests":
-			case "concurrent-requests":
-				p.concurrent = true
-			default:
-				continue
-			}
-		}
-		if p.q > 0 {
+		if p, ok := readPolicy(&m); ok {
 			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// readPolicy reads one RateLimit-Policy member; false when it cannot be
+// read or counts something other than requests.
+func readPolicy(m *sfMember) (policy, bool) {
+	it := &m.item
+	var p policy
+	switch {
+	case m.inner:
+		return p, false
+	case it.bare.kind == sfString || it.bare.kind == sfToken:
+		p.name = it.bare.s
+		q, ok := it.param("q")
+		if !ok || q.kind != sfInteger {
+			return p, false
+		}
+		p.q = q.i
+	case it.bare.kind == sfInteger:
+		p.q = it.bare.i
+	default:
+		return p, false
+	}
+	if w, ok := it.param("w"); ok && w.kind == sfInteger && w.i > 0 {
+		p.w = w.i
+	}
+	p.burst = 1
+	if b, ok := it.param("burst"); ok && b.kind == sfInteger && b.i > 1 {
+		p.burst = b.i
+	}
+	if qu, ok := it.param("qu"); ok && (qu.kind == sfString || qu.kind == sfToken) {
+		switch qu.s {
+		case "requests":
+		case "concurrent-requests":
+			p.concurrent = true
+		default:
+			return p, false
+		}
+	}
+	return p, p.q > 0
 }
 
 // readIETF reads the RateLimit field of drafts -08 to -11: a list of

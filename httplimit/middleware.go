@@ -81,11 +81,27 @@ type target struct {
 	lim   limiter.Limiter
 	keyed KeyedLimiter
 	key   string
+	// quota is the key's Quota after try, when the KeyedLimiter tells it
+	// with its decision (a KeyedLog): known says so.
+	quota limiter.Quota
+	known bool
+}
+
+// keyedTryQuoter is a KeyedLimiter that tells a key's Quota with its
+// decision, in one look-up.
+type keyedTryQuoter interface {
+	tryQuota(key string, n int) (limiter.Lease, limiter.Quota)
 }
 
 func (t *target) none() bool { return t.lim == nil && t.keyed == nil }
 
 func (t *target) try(n int) limiter.Lease {
+	if q, ok := t.keyed.(keyedTryQuoter); ok {
+		var l limiter.Lease
+		l, t.quota = q.tryQuota(t.key, n)
+		t.known = true
+		return l
+	}
 	if t.keyed != nil {
 		return t.keyed.TryAcquire(t.key, n)
 	}
@@ -137,6 +153,8 @@ type keyedQuotaAppender interface {
 func (t *target) policies(dst []policyQuota) []policyQuota {
 	var qs []limiter.Quota
 	switch {
+	case t.known:
+		return appendPolicy(dst, t.quota, nil)
 	case t.keyed != nil:
 		if a, ok := t.keyed.(keyedQuotaAppender); ok {
 			qs = a.AppendQuotas(t.key, nil)
