@@ -113,8 +113,8 @@ func v6(i int) string {
 // A key whose one grant is still in its window costs at most 64 bytes:
 // measured by the heap's growth over 200,000 keys.
 func TestKeyedLogBytesPerKey(t *testing.T) {
-	if testing.Short() {
-		t.Skip("200,000 keys")
+	if testing.Short() || raceEnabled {
+		t.Skip("200,000 keys, a heap measure")
 	}
 	const keys = 200_000
 	kl := newLog(t, httplimit.KeyedLogOptions{Limit: 100, Window: time.Hour})
@@ -148,8 +148,8 @@ func (w *codeWriter) WriteHeader(code int)        { w.code = code }
 // keys held under the cap, and the heap's growth under MaxKeys × 64 bytes,
 // 40,000 clients whose requests have left the window held before it.
 func TestKeyedLogFlood(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a million requests")
+	if testing.Short() || raceEnabled {
+		t.Skip("a million requests, a heap measure")
 	}
 	const maxKeys = 100_000
 	synctest.Test(t, func(t *testing.T) {
@@ -228,8 +228,8 @@ func TestKeyedLogEvictsEmptiedFirst(t *testing.T) {
 // LimitByIP under a flood of a million distinct IPv6 /64s, with the
 // default cap: the heap grows by less than DefaultMaxKeys × 64 bytes.
 func TestLimitByIPFlood(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a million requests")
+	if testing.Short() || raceEnabled {
+		t.Skip("a million requests, a heap measure")
 	}
 	h := httplimit.LimitByIP(10, time.Minute)(ok)
 	w := &codeWriter{h: http.Header{}}
