@@ -210,7 +210,8 @@ func (k *ipKey) format(h hop) string {
 	}
 	if a.Is6() && k.v6bits < 128 {
 		p, _ := a.Prefix(k.v6bits)
-		return p.String()
+		var buf [64]byte
+		return string(p.AppendTo(buf[:0]))
 	}
 	var buf [64]byte
 	if string(a.AppendTo(buf[:0])) == h.text {
