@@ -37,10 +37,13 @@ type sfBare struct {
 	s    string
 }
 
-type sfParam struct {
+// sfPair is a key and its value: a parameter, or a dictionary member.
+type sfPair[V any] struct {
 	key string
-	val sfBare
+	val V
 }
+
+type sfParam = sfPair[sfBare]
 
 // sfItem is a bare item with its parameters.
 type sfItem struct {
@@ -57,10 +60,7 @@ type sfMember struct {
 	params []sfParam
 }
 
-type sfDictMember struct {
-	key string
-	val sfMember
-}
+type sfDictMember = sfPair[sfMember]
 
 var errSF = errors.New("httplimit: malformed structured field")
 
@@ -131,7 +131,7 @@ func parseSFDict(lines []string) ([]sfDictMember, error) {
 				return nil, err
 			}
 		}
-		out = setMember(out, key, m)
+		out = setPair(out, key, m)
 		if err := p.nextMember(); err != nil {
 			return nil, err
 		}
@@ -139,14 +139,16 @@ func parseSFDict(lines []string) ([]sfDictMember, error) {
 	return out, nil
 }
 
-func setMember(ms []sfDictMember, key string, m sfMember) []sfDictMember {
-	for i := range ms {
-		if ms[i].key == key {
-			ms[i].val = m
-			return ms
+// setPair sets key's value: in its place if it is there (a later value
+// wins, RFC 9651 sections 4.2.2 and 4.2.3.2), else at the end.
+func setPair[V any](ps []sfPair[V], key string, v V) []sfPair[V] {
+	for i := range ps {
+		if ps[i].key == key {
+			ps[i].val = v
+			return ps
 		}
 	}
-	return append(ms, sfDictMember{key, m})
+	return append(ps, sfPair[V]{key, v})
 }
 
 // parseSFItem parses an Item field (section 4.2.3).
@@ -286,19 +288,9 @@ func (p *sfParser) params() ([]sfParam, error) {
 				return nil, err
 			}
 		}
-		out = setParam(out, key, val)
+		out = setPair(out, key, val)
 	}
 	return out, nil
-}
-
-func setParam(ps []sfParam, key string, v sfBare) []sfParam {
-	for i := range ps {
-		if ps[i].key == key {
-			ps[i].val = v
-			return ps
-		}
-	}
-	return append(ps, sfParam{key, v})
 }
 
 // key parses a key: lcalpha or '*', then lcalpha, DIGIT, '_', '-', '.', '*'.
