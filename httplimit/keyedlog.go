@@ -24,7 +24,8 @@ type KeyedLogOptions struct {
 	Limit int
 	// Window is the window's length.
 	Window time.Duration
-	// MaxKeys caps the keys held; 0 means DefaultMaxKeys. When it is
+	// MaxKeys caps the keys held (per shard of the table: a multiple of
+	// 64, rounded down, and at least 64); 0 means DefaultMaxKeys. When it is
 	// reached, the keys whose logs have emptied, which no longer affect
 	// any decision, are dropped first. Should every key held still have
 	// grants in its window (a flood of distinct clients), the key with the
