@@ -20,7 +20,9 @@ import (
 // client's address (RemoteAddr), around the same empty handler:
 //
 //   - rategate-bucket: httplimit with a limiter.KeyedTokenBucket (Options.Keyed);
-//   - rategate-LimitByIP: httplimit.LimitByIP (a strict sliding log per address);
+//   - rategate-LimitByIP: httplimit.LimitByIP (a strict sliding log per
+//     address, in a compact httplimit.KeyedLog; an IPv6 client keyed by its
+//     /64);
 //   - httprate: go-chi/httprate's LimitByIP, as LimitBy with its KeyByIP
 //     (a sliding window counter);
 //   - tollbooth: didip/tollbooth/v7's LimitHandler (x/time/rate per key);
@@ -28,7 +30,8 @@ import (
 //
 // HTTP/allowed and HTTP/refused call ServeHTTP in memory, with one
 // ResponseWriter whose header map is emptied per call, so they measure the
-// middleware alone (bare costs nothing there). HTTPLoopback sends real
+// middleware alone (bare costs nothing there); the -v6 modes send from an
+// IPv6 address, which rategate and httprate both key by its /64. HTTPLoopback sends real
 // requests over loopback with net/http at both ends: bare is then what
 // net/http itself costs per request, and the others add to it;
 // bare-with-fields is bare setting the two RateLimit fields as constants,
@@ -128,19 +131,22 @@ func BenchmarkHTTP(b *testing.B) {
 		n      int
 		window time.Duration
 		want   int
+		remote string
 	}{
-		{"allowed", allowN, allowWindow, http.StatusOK},
-		{"refused", refuseN, refuseWin, http.StatusTooManyRequests},
+		{"allowed", allowN, allowWindow, http.StatusOK, "192.0.2.1:1234"},
+		{"refused", refuseN, refuseWin, http.StatusTooManyRequests, "192.0.2.1:1234"},
+		{"allowed-v6", allowN, allowWindow, http.StatusOK, "[2001:db8:1:2::7]:1234"},
+		{"refused-v6", refuseN, refuseWin, http.StatusTooManyRequests, "[2001:db8:1:2::7]:1234"},
 	} {
 		b.Run(mode.name, func(b *testing.B) {
 			for _, c := range httpCases() {
-				if c.name == "bare" && mode.name == "refused" {
+				if c.name == "bare" && mode.want != http.StatusOK {
 					continue
 				}
 				b.Run(c.name, func(b *testing.B) {
 					h := c.wrap(b, mode.n, mode.window, nopHandler())
 					r := httptest.NewRequest("GET", "/", nil)
-					r.RemoteAddr = "192.0.2.1:1234"
+					r.RemoteAddr = mode.remote
 					w := &headerWriter{h: http.Header{}}
 					h.ServeHTTP(w, r) // the first request of a refusing limit is allowed
 					cpu := pipeCPU()

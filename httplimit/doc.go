@@ -23,7 +23,7 @@
 // which turns bursts into a steady flow.
 // A request that cannot be served within Wait is refused: at once when the
 // limiter can tell (a token bucket or pacer always can, behind its whole
-// queue: limiter.Foreseer; the other limiters when no one waits ahead, or
+// queue: limiter.Foreseer, also per key; the other limiters when no one waits ahead, or
 // when the one ahead will wait longer), else when Wait ends. One whose
 // client goes away leaves the queue having consumed nothing.
 //
@@ -34,10 +34,48 @@
 //	RateLimit-Policy: "default";q=100;w=60
 //	RateLimit: "default";r=42;t=17
 //
-// (a quota of 100 requests per 60 s, of which 42 are left; the quota is
-// whole again in 17 s, as the limiter's [limiter.Quota] says). Legacy
-// X-RateLimit-* fields are an option. [Options].OnDecision sees every
+// Legacy X-RateLimit-* fields are an option. [Options].OnDecision sees every
 // decision, for metrics and logs; the package keeps no global state.
+//
+// # What the fields promise
+//
+// The fields count whole seconds, so they state what the limiter enforces
+// in a form that never promises more:
+//
+//   - q and w are the sustained rate: q requests per w seconds. A client
+//     whose requests reach the server w/q apart is never refused. A window
+//     of whole seconds is stated as it is (100 per minute: q=100;w=60),
+//     another over the fewest whole seconds that make the rate exact (5
+//     per 300 ms: q=50;w=3; a pacer of 10/s: q=10;w=1), or, when no number
+//     of seconds up to an hour does, rounded down to within 1%. q is not
+//     what may be sent at once: r is.
+//   - burst, for a token bucket whose Burst is over 1: that many requests
+//     may arrive at once and then be spread w/q apart. It is an extension
+//     parameter, which the drafts let clients that do not know it ignore;
+//     rategate's Transport uses it.
+//   - r is the requests that can be served now (0 while others queue).
+//   - t is the seconds until the quota is whole again, rounded up (more
+//     may come sooner); on a refusal, Retry-After's value.
+//
+// Per limiter (from its [limiter.Quota]):
+//
+//   - TokenBucket (and KeyedTokenBucket): q/w its Rate, burst its Burst, r
+//     the whole tokens now, t until the bucket is full.
+//   - LeakyBucket: q/w its Rate, r 1 when a request can go now (else 0), t
+//     until the next slot.
+//   - FixedWindow: q/w Limit per Window, r Limit less this window's grants,
+//     t until the window ends.
+//   - SlidingWindow: q/w Limit per Window, r Limit less the grants in the
+//     window, t until the newest grant's segment leaves it.
+//   - SlidingLog, and LimitByIP: q/w Limit per Window, r Limit less the
+//     grants of the last Window, t until the newest grant leaves it.
+//   - Concurrency: q its Limit with qu="concurrent-requests" and no w, r
+//     the free permits, no t.
+//
+// A limiter of several policies, which says so with an AppendQuotas method
+// (limiter.Chain, redislimit.Chain), has each member stated as a policy of
+// its own ("default-1", "default-2", ...), and RateLimit states the one with
+// the fewest requests left.
 //
 // # Keys and proxies
 //
@@ -45,8 +83,10 @@
 // request comes from the proxy, so give ClientIP the proxy's prefixes: it
 // then reads X-Forwarded-For (or Forwarded), but only when the hop that sent
 // it is trusted, and takes the rightmost address that is not trusted, so a
-// client cannot choose its own key by sending the header itself. [IPKey]
-// also keys IPv6 clients by their /64.
+// client cannot choose its own key by sending the header itself. An IPv6
+// client is keyed by its /64 (one host or home usually holds a /64 whole,
+// and could otherwise pick a new key, and a new quota, per request);
+// [IPKey] takes another prefix length.
 //
 // Per-route limits need no router support: wrap each route's handler with
 // its own Middleware, or key one Middleware by [Route] (net/http's
@@ -62,6 +102,9 @@
 // before each request, as the request's context allows; after a 429 or 503
 // with Retry-After it sends nothing to that host before the time given; it
 // retries refused requests that can be replayed, within a budget; and it
-// reads the RateLimit field to slow down before the server has to refuse
-// it.
+// reads the limits responses state, in every dialect servers use (the
+// RateLimit fields of drafts -06 to -11, X-RateLimit-* with a Unix or a
+// relative reset), sending no more than what they leave and spreading the
+// rest at the pace of the server's policy, so that the server does not
+// have to refuse it.
 package httplimit

@@ -73,9 +73,9 @@ func ExampleNew() {
 	}
 	fmt.Println(count[httplimit.Served], "served,", count[httplimit.Limited], "limited")
 	// Output:
-	// /search 200 "default";q=10;w=60
-	// /search 200 "default";q=10;w=60
-	// /item 429 "default";q=10;w=60
+	// /search 200 "default";q=10;w=60;burst=10
+	// /search 200 "default";q=10;w=60;burst=10
+	// /item 429 "default";q=10;w=60;burst=10
 	// 2 served, 1 limited
 }
 
@@ -103,4 +103,35 @@ func ExampleTransport() {
 	}
 	fmt.Println("sent 6, refused", refused)
 	// Output: sent 6, refused 0
+}
+
+// LimitByIP built by hand, to hold the clients' logs: a cap on the clients
+// held, another IPv6 prefix length, and Prune to give memory back at once.
+func ExampleKeyedLog() {
+	logs, err := httplimit.NewKeyedLog(httplimit.KeyedLogOptions{Limit: 2, Window: time.Minute, MaxKeys: 100_000})
+	if err != nil {
+		log.Fatal(err)
+	}
+	key, err := httplimit.IPKey(httplimit.IPKeyOptions{IPv6Prefix: 56})
+	if err != nil {
+		log.Fatal(err)
+	}
+	m, err := httplimit.New(httplimit.Options{Keyed: logs, Key: key})
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	for _, addr := range []string{"[2001:db8:0:1::1]:443", "[2001:db8:0:2::1]:443", "[2001:db8:0:3::1]:443"} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = addr // three /64s of one /56
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Println(addr, w.Code)
+	}
+	fmt.Println("clients held:", logs.Len(), "dropped by Prune:", logs.Prune())
+	// Output:
+	// [2001:db8:0:1::1]:443 200
+	// [2001:db8:0:2::1]:443 200
+	// [2001:db8:0:3::1]:443 429
+	// clients held: 1 dropped by Prune: 0
 }

@@ -52,17 +52,38 @@ func (f *fieldWriter) set(name string, start int) {
 	f.h[name] = f.vals[i : i+1 : i+1]
 }
 
-// setFields sets the RateLimit fields of q (if known and wanted), the
-// legacy fields (if wanted) and, for a refusal (retry > 0), Retry-After:
-// retry seconds, also the RateLimit field's effective window then, so that
+// policyQuota is one policy's quota as the fields state it.
+type policyQuota struct {
+	limiter.Quota
+	// burst is, for a limiter whose permits come back continuously (a
+	// token bucket), the requests that may arrive at once and then be
+	// spread at the policy's pace: its Burst. 0 for the others.
+	burst int64
+}
+
+// mostConstrained returns the index of the quota with the fewest permits
+// remaining (of those with as few, the longest reset).
+func mostConstrained(ps []policyQuota) int {
+	best := 0
+	for i := 1; i < len(ps); i++ {
+		if p, b := ps[i].Quota, ps[best].Quota; p.Remaining < b.Remaining || (p.Remaining == b.Remaining && p.Reset > b.Reset) {
+			best = i
+		}
+	}
+	return best
+}
+
+// setFields sets the RateLimit fields of ps (if known and wanted), the
+// legacy fields of ps[mc] (if wanted) and, for a refusal (retry > 0),
+// Retry-After: retry seconds, also the RateLimit field's t then, so that
 // Retry-After does not end before it.
-func (m *Middleware) setFields(h http.Header, q limiter.Quota, retry int64) {
-	known := q != (limiter.Quota{})
+func (m *Middleware) setFields(h http.Header, ps []policyQuota, mc int, retry int64) {
+	known := len(ps) > 0
 	if (m.noHeaders || !known) && !m.legacy && retry == 0 {
 		return
 	}
 	f := fieldWriter{h: h}
-	if retry == 0 && !m.legacy {
+	if retry == 0 && !m.legacy && len(ps) == 1 {
 		s := new(smallFields)
 		f.vals, f.buf = s.v[:0], s.b[:0]
 	} else {
@@ -74,10 +95,10 @@ func (m *Middleware) setFields(h http.Header, q limiter.Quota, retry int64) {
 		f.set(hRetryAfter, 0)
 	}
 	if known && !m.noHeaders {
-		m.appendStandard(&f, q, retry)
+		m.appendStandard(&f, ps, mc, retry)
 	}
 	if known && m.legacy {
-		appendLegacy(&f, q)
+		appendLegacy(&f, ps[mc].Quota)
 	}
 }
 
@@ -87,29 +108,37 @@ func (m *Middleware) setFields(h http.Header, q limiter.Quota, retry int64) {
 //	RateLimit-Policy: "default";q=100;w=60
 //	RateLimit: "default";r=50;t=30
 //
-// w is in whole seconds (the draft has no finer unit): a window of another
-// length is advertised as the whole seconds that hold it, with the quota
-// scaled to the same rate (a token bucket of 10 a second with a burst of 1
-// reads q=10;w=1), and RateLimit's r says what can be taken now. A
-// concurrency limiter's policy has no window and counts
-// "concurrent-requests".
-func (m *Middleware) appendStandard(f *fieldWriter, q limiter.Quota, retry int64) {
+// Each quota is a policy of its own (named "default-1", "default-2", ...
+// when there are several), and RateLimit states the most constrained one
+// (ps[mc]). How each limiter maps to q, w, r and t is documented on
+// Options.
+func (m *Middleware) appendStandard(f *fieldWriter, ps []policyQuota, mc int, retry int64) {
 	start := len(f.buf)
-	f.buf = append(f.buf, m.quoted...)
-	f.buf = append(f.buf, ";q="...)
-	if q.Window > 0 {
-		w, quota := policyWindow(q.Limit, q.Window)
-		f.buf = strconv.AppendInt(f.buf, quota, 10)
-		f.buf = append(f.buf, ";w="...)
-		f.buf = strconv.AppendInt(f.buf, w, 10)
-	} else {
-		f.buf = strconv.AppendInt(f.buf, q.Limit, 10)
-		f.buf = append(f.buf, `;qu="concurrent-requests"`...)
+	for i, p := range ps {
+		if i > 0 {
+			f.buf = append(f.buf, ", "...)
+		}
+		f.buf = m.appendName(f.buf, i, len(ps))
+		f.buf = append(f.buf, ";q="...)
+		if p.Window > 0 {
+			w, quota := policyWindow(p.Limit, p.Window)
+			f.buf = strconv.AppendInt(f.buf, quota, 10)
+			f.buf = append(f.buf, ";w="...)
+			f.buf = strconv.AppendInt(f.buf, w, 10)
+			if p.burst > 1 {
+				f.buf = append(f.buf, ";burst="...)
+				f.buf = strconv.AppendInt(f.buf, p.burst, 10)
+			}
+		} else {
+			f.buf = strconv.AppendInt(f.buf, p.Limit, 10)
+			f.buf = append(f.buf, `;qu="concurrent-requests"`...)
+		}
 	}
 	f.set(hPolicy, start)
 
+	q := ps[mc].Quota
 	start = len(f.buf)
-	f.buf = append(f.buf, m.quoted...)
+	f.buf = m.appendName(f.buf, mc, len(ps))
 	f.buf = append(f.buf, ";r="...)
 	f.buf = strconv.AppendInt(f.buf, q.Remaining, 10)
 	t := ceilSeconds(q.Reset)
@@ -121,6 +150,18 @@ func (m *Middleware) appendStandard(f *fieldWriter, q limiter.Quota, retry int64
 		f.buf = strconv.AppendInt(f.buf, t, 10)
 	}
 	f.set(hRateLimit, start)
+}
+
+// appendName appends the name of policy i of n: the policy name, with
+// "-1", "-2", ... when there are several.
+func (m *Middleware) appendName(b []byte, i, n int) []byte {
+	if n == 1 {
+		return append(b, m.quoted...)
+	}
+	b = append(b, m.quoted[:len(m.quoted)-1]...)
+	b = append(b, '-')
+	b = strconv.AppendInt(b, int64(i+1), 10)
+	return append(b, '"')
 }
 
 // appendLegacy sets X-RateLimit-Limit, -Remaining and -Reset (Unix seconds).
@@ -144,20 +185,50 @@ func ceilSeconds(d time.Duration) int64 {
 	return int64((d-1)/time.Second) + 1
 }
 
-// policyWindow returns the whole seconds w that hold window, and the quota
-// over w seconds at the same rate: limit when window is w seconds, else
-// limit·w/window rounded down.
+// maxPolicyWindow bounds the w a policy is stated over when its window is
+// not a whole number of seconds.
+const maxPolicyWindow = 3600
+
+// policyWindow returns the policy of limit permits per window over whole
+// seconds: q per w seconds at the same rate. A window of whole seconds is
+// stated as it is; another over the fewest whole seconds that make the
+// rate exact (3 per 1.5 s: q=2;w=1; 5 per 300 ms: q=50;w=3), if at most
+// maxPolicyWindow; else over enough whole seconds for a quota of 100 (at
+// most maxPolicyWindow, at least the seconds that hold window), rounded
+// down: the rate stated is never above the limiter's, and less than 1%
+// below it when the window allows.
 func policyWindow(limit int64, window time.Duration) (w, quota int64) {
 	w = ceilSeconds(window)
-	if time.Duration(w)*time.Second == window || limit <= 0 {
+	if time.Duration(w)*time.Second == window || limit <= 0 || w > maxPolicyWindow {
 		return w, limit
 	}
-	if w > math.MaxInt64/int64(time.Second) {
-		return w, limit // too long to scale: keep the stated limit
+	if ew := exactWindow(limit, int64(window)); ew > 0 && ew <= maxPolicyWindow {
+		if q, ok := exact.MulDiv(limit, ew*int64(time.Second), int64(window)); ok {
+			return ew, q
+		}
 	}
-	qq, ok := exact.MulDiv(limit, w*int64(time.Second), int64(window))
+	// Seconds for 100 permits: 100·window/limit, rounded up.
+	if hundred, ok := exact.MulDiv(100, int64(window), limit*int64(time.Second)); ok && limit <= math.MaxInt64/int64(time.Second) {
+		w = min(max(w, hundred+1), maxPolicyWindow)
+	}
+	q, ok := exact.MulDiv(limit, w*int64(time.Second), int64(window))
 	if !ok {
-		return w, limit // too large to scale: keep the stated limit
+		return ceilSeconds(window), limit // too large to scale: keep the stated limit
 	}
-	return w, max(qq, 1)
+	return w, max(q, 1)
+}
+
+// exactWindow returns the fewest whole seconds w for which limit per
+// window ns is a whole number of permits per w seconds: the denominator of
+// limit·1e9/window in lowest terms.
+func exactWindow(limit, window int64) int64 {
+	d := window / gcd(limit, window)
+	return d / gcd(d, int64(time.Second))
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }

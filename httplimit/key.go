@@ -32,20 +32,28 @@ type IPKeyOptions struct {
 	// name the header your proxies use, so that a client cannot send the
 	// other one past a proxy that only appends to the first.
 	Header string
-	// IPv6Prefix, when not 0, keys an IPv6 client by its network of that
-	// many bits (64: its /64, which one host or home usually holds whole)
-	// rather than by its full address. 1 to 128.
+	// IPv6Prefix is the length of the network an IPv6 client is keyed
+	// by: 0 means DefaultIPv6Prefix (64: its /64, which one host or home
+	// usually holds whole, and which gives a client 2^64 addresses to
+	// choose from); 128 keys each address. 1 to 128.
 	IPv6Prefix int
 }
+
+// DefaultIPv6Prefix is the prefix length IPv6 clients are keyed by when
+// IPKeyOptions.IPv6Prefix is 0, as by ClientIP and LimitByIP: a /64, the
+// network one host or home usually holds whole. Keying each IPv6 address
+// would give a client with a /64 2^64 quotas.
+const DefaultIPv6Prefix = 64
 
 // ClientIP returns the KeyFunc that keys a request by its client's IP
 // address: RemoteAddr's, or, when RemoteAddr is in one of the trusted
 // prefixes, the rightmost untrusted address of X-Forwarded-For (or of
-// Forwarded when the request has no X-Forwarded-For). See IPKeyOptions.
-// Prefixes that are not valid match nothing. ClientIP() reads RemoteAddr
-// only; it is Options.Key's default.
+// Forwarded when the request has no X-Forwarded-For). An IPv6 client is
+// keyed by its /64 ("2001:db8:1:2::/64"); IPKey takes another prefix
+// length. See IPKeyOptions. Prefixes that are not valid match nothing.
+// ClientIP() reads RemoteAddr only; it is Options.Key's default.
 func ClientIP(trusted ...netip.Prefix) KeyFunc {
-	k := &ipKey{trusted: trusted}
+	k := &ipKey{trusted: trusted, v6bits: DefaultIPv6Prefix}
 	return k.key
 }
 
@@ -64,6 +72,9 @@ func IPKey(o IPKeyOptions) (KeyFunc, error) {
 	}
 	if o.IPv6Prefix < 0 || o.IPv6Prefix > 128 {
 		return nil, &limiter.OptionError{Field: "IPv6Prefix", Problem: fmt.Sprintf("%d is not 0 or between 1 and 128", o.IPv6Prefix)}
+	}
+	if o.IPv6Prefix == 0 {
+		o.IPv6Prefix = DefaultIPv6Prefix
 	}
 	k := &ipKey{trusted: o.Trusted, header: http.CanonicalHeaderKey(o.Header), v6bits: o.IPv6Prefix}
 	return k.key, nil
@@ -197,9 +208,10 @@ func (k *ipKey) format(h hop) string {
 	if a.Is4In6() {
 		return a.Unmap().String()
 	}
-	if a.Is6() && k.v6bits > 0 {
+	if a.Is6() && k.v6bits < 128 {
 		p, _ := a.Prefix(k.v6bits)
-		return p.String()
+		var buf [64]byte
+		return string(p.AppendTo(buf[:0]))
 	}
 	var buf [64]byte
 	if string(a.AppendTo(buf[:0])) == h.text {

@@ -25,7 +25,10 @@ type span struct{ before, after time.Time }
 // recordingKeyed is a KeyedLimiter that records when each grant of each
 // key happened.
 type recordingKeyed struct {
-	k      *limiter.Keyed[string]
+	k interface {
+		httplimit.KeyedLimiter
+		Quota(key string) limiter.Quota
+	}
 	mu     sync.Mutex
 	grants map[string][]span
 }
@@ -55,7 +58,7 @@ func (r *recordingKeyed) Quota(key string) limiter.Quota { return r.k.Quota(key)
 
 // TestLoad: 50 concurrent clients on loopback, as 200 distinct client
 // addresses behind a trusted proxy hop (X-Forwarded-For), for 2 s (10 s with
-// -httplimit.load). Every client's grants at the server keep the bound (at
+// -httplimit.load), against the KeyedLog of LimitByIP. Every client's grants at the server keep the bound (at
 // most 5 in any 1 s window, checked soundly: each grant's instant is known
 // to within the time its TryAcquire took, and a violation is reported only
 // if it holds whatever the instants within those spans), no response is a
@@ -75,9 +78,7 @@ func TestLoad(t *testing.T) {
 		window  = time.Second
 		maxReqs = 500_000 // a bound on the count, whatever the machine
 	)
-	keyed, err := limiter.NewKeyed(limiter.KeyedOptions[string]{New: func(string) (limiter.Limiter, error) {
-		return limiter.NewSlidingLog(limiter.SlidingLogOptions{Limit: limit, Window: window})
-	}})
+	keyed, err := httplimit.NewKeyedLog(httplimit.KeyedLogOptions{Limit: limit, Window: window}) // LimitByIP's
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,11 +81,27 @@ type target struct {
 	lim   limiter.Limiter
 	keyed KeyedLimiter
 	key   string
+	// quota is the key's Quota after try, when the KeyedLimiter tells it
+	// with its decision (a KeyedLog): known says so.
+	quota limiter.Quota
+	known bool
+}
+
+// keyedTryQuoter is a KeyedLimiter that tells a key's Quota with its
+// decision, in one look-up.
+type keyedTryQuoter interface {
+	tryQuota(key string, n int) (limiter.Lease, limiter.Quota)
 }
 
 func (t *target) none() bool { return t.lim == nil && t.keyed == nil }
 
 func (t *target) try(n int) limiter.Lease {
+	if q, ok := t.keyed.(keyedTryQuoter); ok {
+		var l limiter.Lease
+		l, t.quota = q.tryQuota(t.key, n)
+		t.known = true
+		return l
+	}
 	if t.keyed != nil {
 		return t.keyed.TryAcquire(t.key, n)
 	}
@@ -99,15 +115,113 @@ func (t *target) acquire(ctx context.Context, n int) (limiter.Lease, error) {
 	return t.lim.Acquire(ctx, n)
 }
 
-func (t *target) quota() limiter.Quota {
+// keyedForeseer is the optional Foresee method of a KeyedLimiter:
+// limiter.Foreseer for one key.
+type keyedForeseer interface {
+	Foresee(key string, n int) (time.Duration, bool)
+}
+
+// foresee is the wait of n permits behind t's queue, when its limiter can
+// tell it (limiter.Foreseer, or a KeyedLimiter's Foresee).
+func (t *target) foresee(n int) (time.Duration, bool) {
 	if t.keyed != nil {
-		if q, ok := t.keyed.(keyedQuoter); ok {
-			return q.Quota(t.key)
+		if f, ok := t.keyed.(keyedForeseer); ok {
+			return f.Foresee(t.key, n)
 		}
-		return limiter.Quota{}
+		return 0, false
 	}
-	q, _ := limiter.QuotaOf(t.lim)
-	return q
+	if f, ok := t.lim.(limiter.Foreseer); ok {
+		return f.Foresee(n)
+	}
+	return 0, false
+}
+
+// quotaAppender is implemented by a limiter made of several policies, such
+// as a chain: it appends one Quota per member.
+type quotaAppender interface {
+	AppendQuotas(dst []limiter.Quota) []limiter.Quota
+}
+
+// keyedQuotaAppender is quotaAppender for one key of a KeyedLimiter.
+type keyedQuotaAppender interface {
+	AppendQuotas(key string, dst []limiter.Quota) []limiter.Quota
+}
+
+// policies appends to dst the quota of each of t's policies: one, or one
+// per member of a limiter that appends several (none when the limiter
+// cannot say).
+func (t *target) policies(dst []policyQuota) []policyQuota {
+	var qs []limiter.Quota
+	switch {
+	case t.known:
+		return appendPolicy(dst, t.quota, nil)
+	case t.keyed != nil:
+		if a, ok := t.keyed.(keyedQuotaAppender); ok {
+			qs = a.AppendQuotas(t.key, nil)
+		} else if q, ok := t.keyed.(keyedQuoter); ok {
+			return appendPolicy(dst, q.Quota(t.key), t.continuous)
+		}
+	default:
+		if a, ok := t.lim.(quotaAppender); ok {
+			qs = a.AppendQuotas(nil)
+		} else {
+			q, _ := limiter.QuotaOf(t.lim)
+			return appendPolicy(dst, q, t.continuous)
+		}
+	}
+	for _, q := range qs {
+		dst = appendPolicy(dst, q, nil)
+	}
+	return dst
+}
+
+// appendPolicy appends q unless it is the zero Quota; continuous, if not
+// nil, says whether its permits come back continuously (a token bucket),
+// so that its burst is stated.
+func appendPolicy(dst []policyQuota, q limiter.Quota, continuous func() bool) []policyQuota {
+	if q == (limiter.Quota{}) {
+		return dst
+	}
+	p := policyQuota{Quota: q}
+	if q.Limit > 1 && q.Window > 0 && continuous != nil && continuous() {
+		p.burst = q.Limit
+	}
+	return append(dst, p)
+}
+
+// continuous reports whether t's permits come back continuously, one at a
+// time, as a token bucket's do: whether it is a limiter.Foreseer that can
+// foresee.
+func (t *target) continuous() bool {
+	if t.keyed != nil {
+		switch k := t.keyed.(type) {
+		case *limiter.KeyedTokenBucket[string]:
+			return true
+		case keyedForeseer:
+			_, ok := k.Foresee(t.key, 0)
+			return ok
+		}
+		return false
+	}
+	switch l := t.lim.(type) {
+	case *limiter.TokenBucket:
+		return true
+	case limiter.Foreseer:
+		_, ok := l.Foresee(0)
+		return ok
+	}
+	return false
+}
+
+// setQuota sets d.Quota to the most constrained of ps and returns its
+// index.
+func setQuota(d *Decision, ps []policyQuota) int {
+	if len(ps) == 0 {
+		return 0
+	}
+	mc := mostConstrained(ps)
+	d.Quota = ps[mc].Quota
+	return mc
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -118,7 +232,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	t, ok := m.target(r, &d)
 	if !ok {
-		m.refuse(w, r, &d, false)
+		m.refuse(w, r, &d, nil, false)
 		return
 	}
 	if t.none() || d.Cost == 0 {
@@ -139,10 +253,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	limited := d.Outcome == Limited || d.Outcome == QueueFull
+	var buf [2]policyQuota
+	var ps []policyQuota
 	if limited {
-		d.Quota = t.quota() // not after a failure: the limiter could not decide
+		ps = t.policies(buf[:0]) // not after a failure: the limiter could not decide
 	}
-	m.refuse(w, r, &d, limited)
+	m.refuse(w, r, &d, ps, limited)
 }
 
 // target finds the limiter of r, or fills d with a failure.
@@ -179,13 +295,11 @@ func (m *Middleware) take(r *http.Request, t *target, d *Decision) (limiter.Leas
 		}
 		return l, l.Err()
 	}
-	if f, ok := t.lim.(limiter.Foreseer); ok && t.keyed == nil {
-		// The wait behind the whole queue, not only its head's: a request
-		// that cannot be served within Wait is refused now, not when Wait ends.
-		if est, ok := f.Foresee(d.Cost); ok && est > m.wait {
-			err := fmt.Errorf("httplimit: the wait of %v behind the queue is longer than Options.Wait (%v): %w", est, m.wait, context.DeadlineExceeded)
-			return limiter.Denied(err, est), err
-		}
+	// The wait behind the whole queue, not only its head's: a request that
+	// cannot be served within Wait is refused now, not when Wait ends.
+	if est, ok := t.foresee(d.Cost); ok && est > m.wait {
+		err := fmt.Errorf("httplimit: the wait of %v behind the queue is longer than Options.Wait (%v): %w", est, m.wait, context.DeadlineExceeded)
+		return limiter.Denied(err, est), err
 	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(r.Context(), m.wait)
@@ -218,8 +332,9 @@ func (m *Middleware) classify(r *http.Request, d *Decision, l limiter.Lease) {
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler, d *Decision, t *target, l limiter.Lease) {
 	defer l.Release()
 	if !t.none() && (!m.noHeaders || m.legacy || m.onDecision != nil) {
-		d.Quota = t.quota()
-		m.setFields(w.Header(), d.Quota, 0)
+		var buf [2]policyQuota
+		ps := t.policies(buf[:0])
+		m.setFields(w.Header(), ps, setQuota(d, ps), 0)
 	}
 	if m.onDecision != nil {
 		m.onDecision(r, *d)
@@ -229,8 +344,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 
 // refuse sets Retry-After (for a refusal over the limit) and the RateLimit
 // fields, reports the decision and writes the refusal.
-func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, d *Decision, limited bool) {
+func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, d *Decision, ps []policyQuota, limited bool) {
 	if limited {
+		mc := setQuota(d, ps)
 		secs := int64(0)
 		if d.RetryAfter >= 0 {
 			if d.RetryAfter == 0 {
@@ -242,7 +358,7 @@ func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, d *Decision,
 		} else {
 			d.RetryAfter = 0
 		}
-		m.setFields(w.Header(), d.Quota, secs)
+		m.setFields(w.Header(), ps, mc, secs)
 	}
 	if m.onDecision != nil {
 		m.onDecision(r, *d)

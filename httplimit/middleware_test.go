@@ -84,9 +84,9 @@ func TestRetryAfterRoundsUp(t *testing.T) {
 		resp := serve(h, get("192.0.2.1:1"))
 		wantHeader(t, resp, "Retry-After", "3")
 		wantHeader(t, resp, "RateLimit", `"default";r=0;t=3`)
-		// A burst of 1 refilled every 2.5 s: 1 per 3 s advertised as the
-		// same rate over whole seconds is not possible; q/w keep the rate.
-		wantHeader(t, resp, "RateLimit-Policy", `"default";q=1;w=3`)
+		// A burst of 1 refilled every 2.5 s: the same rate over the fewest
+		// whole seconds that make it exact, 2 per 5 s.
+		wantHeader(t, resp, "RateLimit-Policy", `"default";q=2;w=5`)
 	})
 }
 
@@ -115,7 +115,7 @@ func TestPerKey(t *testing.T) {
 				if want := []int{200, 200, 429, 200, 200, 429}; !equal(codes, want) {
 					t.Errorf("statuses %v, want %v", codes, want)
 				}
-				if keys[0] != "192.0.2.1" || keys[3] != "2001:db8::1" {
+				if keys[0] != "192.0.2.1" || keys[3] != "2001:db8::/64" {
 					t.Errorf("keys %q", keys)
 				}
 				resp := serve(h, get("192.0.2.9:1"))
@@ -543,3 +543,214 @@ type discardWriter struct{ h http.Header }
 func (w *discardWriter) Header() http.Header         { return w.h }
 func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (w *discardWriter) WriteHeader(int)             {}
+
+// The look-ahead over the queue works per key too: with a token bucket of
+// 1/s (burst 1) per key and Wait 1.5 s, the 1st request of a key is served
+// at once, the 2nd after 1 s, and the 3rd, which would wait 2 s, is refused
+// at once, whether the key's bucket comes from a Keyed, a
+// KeyedTokenBucket, or either's For through PerKey.
+func TestWaitRefusesAtOnceKeyed(t *testing.T) {
+	opts := limiter.TokenBucketOptions{Rate: limiter.Per(1, time.Second), Burst: 1}
+	for _, c := range []struct {
+		name string
+		o    func(t *testing.T) httplimit.Options
+	}{
+		{"Keyed", func(t *testing.T) httplimit.Options {
+			k, err := limiter.NewKeyed(limiter.KeyedOptions[string]{New: func(string) (limiter.Limiter, error) { return limiter.NewTokenBucket(opts) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return httplimit.Options{Keyed: k}
+		}},
+		{"Keyed.For", func(t *testing.T) httplimit.Options {
+			k, err := limiter.NewKeyed(limiter.KeyedOptions[string]{New: func(string) (limiter.Limiter, error) { return limiter.NewTokenBucket(opts) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return httplimit.Options{PerKey: k.For}
+		}},
+		{"KeyedTokenBucket", func(t *testing.T) httplimit.Options {
+			k, err := limiter.NewKeyedTokenBucket[string](opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return httplimit.Options{Keyed: k}
+		}},
+		{"KeyedTokenBucket.For", func(t *testing.T) httplimit.Options {
+			k, err := limiter.NewKeyedTokenBucket[string](opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return httplimit.Options{PerKey: k.For}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				o := c.o(t)
+				o.Wait = 1500 * time.Millisecond
+				h := mustNew(t, o).Wrap(ok)
+				start := time.Now()
+				type result struct {
+					code int
+					at   time.Duration
+				}
+				results := make([]result, 3)
+				var wg sync.WaitGroup
+				for i := range results {
+					wg.Go(func() {
+						resp := serve(h, get("192.0.2.1:1"))
+						results[i] = result{resp.StatusCode, time.Since(start)}
+					})
+					synctest.Wait()
+				}
+				wg.Wait()
+				want := []result{{200, 0}, {200, time.Second}, {429, 0}}
+				if !equal(results, want) {
+					t.Errorf("results %v, want %v", results, want)
+				}
+			})
+		})
+	}
+}
+
+// chained is a limiter of several policies (a chain of its members) that
+// says so with AppendQuotas, as limiter.Chain and redislimit.Chain do.
+type chained struct {
+	limiter.Limiter
+	members []limiter.Limiter
+}
+
+func (c chained) AppendQuotas(dst []limiter.Quota) []limiter.Quota {
+	for _, m := range c.members {
+		q, _ := limiter.QuotaOf(m)
+		dst = append(dst, q)
+	}
+	return dst
+}
+
+// A limiter of several policies: RateLimit-Policy lists each member as a
+// policy of its own, and RateLimit states the most constrained; the
+// Transport keeps to both.
+func TestSeveralPolicies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		burst, err := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(10, time.Second), Burst: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		minute := fixedWindow(t, 8, time.Minute, limiter.QueueOptions{})
+		lim := chained{limiter.Chain(burst, minute), []limiter.Limiter{burst, minute}}
+		var decisions []httplimit.Decision
+		h := mustNew(t, httplimit.Options{Limiter: lim, OnDecision: func(_ *http.Request, d httplimit.Decision) {
+			decisions = append(decisions, d)
+		}}).Wrap(ok)
+		resp := serve(h, get("192.0.2.1:1"))
+		wantHeader(t, resp, "RateLimit-Policy", `"default-1";q=10;w=1, "default-2";q=8;w=60`)
+		wantHeader(t, resp, "RateLimit", `"default-1";r=4;t=1`) // 4 of the bucket's 5 left, 7 of the minute's 8
+		for range 4 {
+			serve(h, get("192.0.2.1:1"))
+		}
+		time.Sleep(time.Second) // the bucket is full again; the minute has 3 left
+		resp = serve(h, get("192.0.2.1:1"))
+		wantHeader(t, resp, "RateLimit", `"default-2";r=2;t=59`)
+		if q := decisions[len(decisions)-1].Quota; q.Limit != 8 || q.Remaining != 2 {
+			t.Errorf("Decision.Quota %+v, want the minute's", q)
+		}
+		for range 2 {
+			serve(h, get("192.0.2.1:1"))
+		}
+		resp = serve(h, get("192.0.2.1:1"))
+		if resp.StatusCode != 429 {
+			t.Fatalf("9th request: %d, want 429", resp.StatusCode)
+		}
+		wantHeader(t, resp, "RateLimit", `"default-2";r=0;t=59`)
+		wantHeader(t, resp, "Retry-After", "59")
+
+		// A Transport keeps to both: 8 served at once or soon, none refused,
+		// the 9th once the minute has passed.
+		burst2, err := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(10, time.Second), Burst: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		minute2 := fixedWindow(t, 8, time.Minute, limiter.QueueOptions{})
+		refused := 0
+		m := mustNew(t, httplimit.Options{Limiter: chained{limiter.Chain(burst2, minute2), []limiter.Limiter{burst2, minute2}}, OnDecision: func(_ *http.Request, d httplimit.Decision) {
+			if d.Outcome != httplimit.Served {
+				refused++
+			}
+		}})
+		s := newScript(func(w http.ResponseWriter) {})
+		c := &http.Client{Transport: &httplimit.Transport{Base: memTransport{m.Wrap(s)}, Retries: -1, MaxRetryWait: 2 * time.Minute}}
+		for range 9 {
+			if resp, err := do(t, c, "GET", "http://api.test/x", ""); err != nil || resp.StatusCode != 200 {
+				t.Fatalf("GET: %v %v", resp, err)
+			}
+		}
+		at := s.times()
+		if refused != 0 || at[7] > 2*time.Second || at[8] < time.Minute {
+			t.Errorf("%d refused, requests at %v: want none refused, 8 within 2 s and the 9th after the minute", refused, at)
+		}
+	})
+}
+
+// What the fields say for each limiter, as Options documents: q/w the
+// sustained rate over whole seconds (exact when it can be), burst for a
+// token bucket, r what can be served now, t the seconds until the quota
+// is whole again.
+func TestFieldsPerLimiter(t *testing.T) {
+	must := func(l limiter.Limiter, err error) limiter.Limiter {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	per := limiter.Per(10, time.Second)
+	for _, c := range []struct {
+		name         string
+		lim          func() limiter.Limiter
+		policy, left string
+	}{
+		{"TokenBucket burst 5", func() limiter.Limiter {
+			return must(limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: per, Burst: 5}))
+		}, `"default";q=10;w=1;burst=5`, `"default";r=4;t=1`},
+		{"TokenBucket burst 1", func() limiter.Limiter {
+			return must(limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: per, Burst: 1}))
+		}, `"default";q=10;w=1`, `"default";r=0;t=1`},
+		{"LeakyBucket", func() limiter.Limiter { return must(limiter.NewLeakyBucket(limiter.LeakyBucketOptions{Rate: per})) }, `"default";q=10;w=1`, `"default";r=0;t=1`},
+		{"FixedWindow 5/500ms", func() limiter.Limiter {
+			return must(limiter.NewFixedWindow(limiter.FixedWindowOptions{Limit: 5, Window: 500 * time.Millisecond}))
+		}, `"default";q=10;w=1`, `"default";r=4;t=1`},
+		{"FixedWindow 100/min", func() limiter.Limiter {
+			return must(limiter.NewFixedWindow(limiter.FixedWindowOptions{Limit: 100, Window: time.Minute}))
+		}, `"default";q=100;w=60`, `"default";r=99;t=60`},
+		{"SlidingWindow 3/1.5s", func() limiter.Limiter {
+			return must(limiter.NewSlidingWindow(limiter.SlidingWindowOptions{Limit: 3, Window: 1500 * time.Millisecond, Segments: 3}))
+		}, `"default";q=2;w=1`, `"default";r=2;t=2`},
+		{"SlidingLog 5/300ms", func() limiter.Limiter {
+			return must(limiter.NewSlidingLog(limiter.SlidingLogOptions{Limit: 5, Window: 300 * time.Millisecond}))
+		}, `"default";q=50;w=3`, `"default";r=4;t=1`},
+		{"Concurrency 8", func() limiter.Limiter { return must(limiter.NewConcurrency(limiter.ConcurrencyOptions{Limit: 8})) }, `"default";q=8;qu="concurrent-requests"`, `"default";r=7`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				resp := serve(mustNew(t, httplimit.Options{Limiter: c.lim()}).Wrap(ok), get("192.0.2.1:1"))
+				wantHeader(t, resp, "RateLimit-Policy", c.policy)
+				wantHeader(t, resp, "RateLimit", c.left)
+			})
+		})
+	}
+	t.Run("KeyedTokenBucket", func(t *testing.T) {
+		k, err := limiter.NewKeyedTokenBucket[string](limiter.TokenBucketOptions{Rate: per, Burst: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := serve(mustNew(t, httplimit.Options{Keyed: k}).Wrap(ok), get("192.0.2.1:1"))
+		wantHeader(t, resp, "RateLimit-Policy", `"default";q=10;w=1;burst=5`)
+	})
+	t.Run("LimitByIP", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			resp := serve(httplimit.LimitByIP(5, 300*time.Millisecond)(ok), get("192.0.2.1:1"))
+			wantHeader(t, resp, "RateLimit-Policy", `"default";q=50;w=3`)
+			wantHeader(t, resp, "RateLimit", `"default";r=4;t=1`)
+		})
+	})
+}

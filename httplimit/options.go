@@ -39,8 +39,10 @@ type Options struct {
 	// requests are served in turn at the limiter's pace). A request that
 	// cannot be served within Wait is refused: at once when the limiter can
 	// tell (a token bucket or pacer foresees the wait behind its whole queue,
-	// limiter.Foreseer; other limiters when no one waits ahead, or the one
-	// ahead will wait longer), else when Wait ends. One whose client goes
+	// limiter.Foreseer, and so does a key's bucket of a limiter.Keyed or
+	// KeyedTokenBucket, through Keyed or their For in PerKey; other limiters
+	// when no one waits ahead, or the one ahead will wait longer), else when
+	// Wait ends. One whose client goes
 	// away while queued leaves the queue, consumes nothing and gets no response (net/http notices that a
 	// client has gone once the request's body has been read, at once for a
 	// request without one). 0 refuses at once what TryAcquire does not
@@ -48,7 +50,10 @@ type Options struct {
 	Wait time.Duration
 
 	// Policy names the quota policy in the RateLimit-Policy and RateLimit
-	// fields; the default is "default". Printable ASCII only.
+	// fields; the default is "default" (and "default-1", "default-2", ...
+	// for the members of a limiter of several policies). Printable ASCII
+	// only. What the fields say for each limiter is in the package
+	// documentation ("What the fields promise").
 	Policy string
 	// NoHeaders leaves out the RateLimit-Policy and RateLimit fields (a
 	// refusal still carries Retry-After).

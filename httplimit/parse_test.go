@@ -3,36 +3,53 @@ package httplimit
 import (
 	"math"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 )
 
-// The RateLimit field as the Transport reads it: the most restrictive
-// item, and nothing from a malformed field.
-func TestParseRateLimit(t *testing.T) {
+// What the Transport reads of each dialect: the quota left and for how
+// long, the pace of the policies; nothing from a malformed field.
+func TestReadLimits(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	sec := time.Second
 	for _, c := range []struct {
-		vals  []string
-		r, t  int64
-		known bool
+		name string
+		h    http.Header
+		left []quotaLeft
+		pace time.Duration
+		conc int64
 	}{
-		{[]string{`"default";r=50;t=30`}, 50, 30, true},
-		{[]string{`"default";r=50`}, 50, 0, true},
-		{[]string{`"a";r=5;t=1, "b";r=2;t=60`}, 2, 60, true},
-		{[]string{`"a";r=5;t=1`, `"b";r=5;t=9`}, 5, 9, true},
-		{[]string{`"a,b";r=3;t=2;pk=:cHsd:;acme-x=1`}, 3, 2, true},
-		{[]string{`"esc\"aped";r=1;t=1`}, 1, 1, true},
-		{nil, 0, 0, false},
-		{[]string{`default;r=5`}, 0, 0, false},    // the item must be a string
-		{[]string{`"default";t=5`}, 0, 0, false},  // r is required
-		{[]string{`"default";r=-1`}, 0, 0, false}, // non-negative
-		{[]string{`"default";r=x`}, 0, 0, false},
-		{[]string{`"a";r=5, junk`}, 0, 0, false}, // one bad item spoils the field
-		{[]string{`"unterminated;r=5`}, 0, 0, false},
+		{"draft-11", http.Header{"Ratelimit": {`"default";r=50;t=30`}, "Ratelimit-Policy": {`"default";q=100;w=60`}}, []quotaLeft{{`"default`, 50, 30 * sec}}, 600 * time.Millisecond, 0},
+		{"no t", http.Header{"Ratelimit": {`"default";r=50`}}, []quotaLeft{{`"default`, 50, defaultReset}}, 0, 0},
+		{"several items", http.Header{"Ratelimit": {`"a";r=5;t=1, "b";r=2;t=60`}}, []quotaLeft{{`"a`, 5, sec}, {`"b`, 2, 60 * sec}}, 0, 0},
+		{"two lines", http.Header{"Ratelimit": {`"a";r=5;t=1`, `"b";r=5;t=9`}}, []quotaLeft{{`"a`, 5, sec}, {`"b`, 5, 9 * sec}}, 0, 0},
+		{"extensions", http.Header{"Ratelimit": {`"a,b";r=3;t=2;pk=:cHsd:;acme-x=1`}}, []quotaLeft{{`"a,b`, 3, 2 * sec}}, 0, 0},
+		{"escaped name", http.Header{"Ratelimit": {`"esc\"aped";r=1;t=1`}}, []quotaLeft{{`"esc"aped`, 1, sec}}, 0, 0},
+		{"token names", http.Header{"Ratelimit": {`default;r=4;t=2`}, "Ratelimit-Policy": {`default;q=10;w=1`}}, []quotaLeft{{`"default`, 4, 2 * sec}}, 100 * time.Millisecond, 0},
+		{"slowest policy", http.Header{"Ratelimit-Policy": {`"burst";q=100;w=60, "daily";q=1000;w=86400`}}, nil, 86400 * time.Millisecond, 0},
+		{"bytes are no pace", http.Header{"Ratelimit-Policy": {`"b";q=1000;w=1;qu="content-bytes"`}}, nil, 0, 0},
+		{"concurrency", http.Header{"Ratelimit": {`"default";r=3`}, "Ratelimit-Policy": {`"default";q=8;qu="concurrent-requests"`}}, nil, 0, 8},
+		{"t saturates", http.Header{"Ratelimit": {`"default";r=0;t=9223372037`}}, []quotaLeft{{`"default`, 0, maxWait}}, 0, 0},
+		{"draft-07", http.Header{"Ratelimit": {`limit=10, remaining=9, reset=1`}, "Ratelimit-Policy": {`10;w=1`}}, []quotaLeft{{"draft-07", 9, sec}}, 100 * time.Millisecond, 0},
+		{"draft-06", http.Header{"Ratelimit-Limit": {`10, 10;w=1`}, "Ratelimit-Remaining": {"4"}, "Ratelimit-Reset": {"2"}}, []quotaLeft{{"draft-06", 4, 2 * sec}}, 100 * time.Millisecond, 0},
+		{"x epoch", http.Header{"X-Ratelimit-Limit": {"60"}, "X-Ratelimit-Remaining": {"7"}, "X-Ratelimit-Reset": {"1700000042"}}, []quotaLeft{{"x-ratelimit", 7, 42 * sec}}, 0, 0},
+		{"x epoch ms", http.Header{"X-Ratelimit-Remaining": {"7"}, "X-Ratelimit-Reset": {"1700000001500"}}, []quotaLeft{{"x-ratelimit", 7, 1500 * time.Millisecond}}, 0, 0},
+		{"x epoch past", http.Header{"X-Ratelimit-Remaining": {"7"}, "X-Ratelimit-Reset": {"1699999999"}}, []quotaLeft{{"x-ratelimit", 7, 0}}, 0, 0},
+		{"x delta", http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"30"}}, []quotaLeft{{"x-ratelimit", 0, 30 * sec}}, 0, 0},
+		{"x delta decimal", http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"0.25"}}, []quotaLeft{{"x-ratelimit", 0, 250 * time.Millisecond}}, 0, 0},
+		{"none", http.Header{}, nil, 0, 0},
+		{"string required", http.Header{"Ratelimit": {`5;r=5`}}, nil, 0, 0},
+		{"r required", http.Header{"Ratelimit": {`"default";t=5`}}, nil, 0, 0},
+		{"r non-negative", http.Header{"Ratelimit": {`"default";r=-1`}}, nil, 0, 0},
+		{"r an integer", http.Header{"Ratelimit": {`"default";r=x`}}, nil, 0, 0},
+		{"one bad item spoils the field", http.Header{"Ratelimit": {`"a";r=5, junk`}}, nil, 0, 0},
+		{"unterminated", http.Header{"Ratelimit": {`"unterminated;r=5`}}, nil, 0, 0},
+		{"x junk", http.Header{"X-Ratelimit-Remaining": {"a few"}, "X-Ratelimit-Reset": {"30"}}, nil, 0, 0},
 	} {
-		h := http.Header{"Ratelimit": c.vals}
-		r, tt, ok := parseRateLimit(h)
-		if ok != c.known || (ok && (r != c.r || tt != c.t)) {
-			t.Errorf("%q: r=%d t=%d %v; want r=%d t=%d %v", c.vals, r, tt, ok, c.r, c.t, c.known)
+		got := readLimits(c.h, now)
+		if !slices.Equal(got.left, c.left) || got.pace != c.pace || got.concurrent != c.conc {
+			t.Errorf("%s: %+v, want left %v pace %v concurrent %d", c.name, got, c.left, c.pace, c.conc)
 		}
 	}
 }
@@ -46,8 +63,13 @@ func TestPolicyWindow(t *testing.T) {
 	}{
 		{100, time.Minute, 60, 100, "whole seconds: as is"},
 		{1, 100 * time.Millisecond, 1, 10, "a pacer of 10/s"},
-		{3, 1500 * time.Millisecond, 2, 4, "2 s at the same rate"},
-		{1, 2500 * time.Millisecond, 3, 1, "rounded down"},
+		{3, 1500 * time.Millisecond, 1, 2, "the fewest whole seconds at the same rate"},
+		{1, 2500 * time.Millisecond, 5, 2, "2 per 5 s"},
+		{5, 300 * time.Millisecond, 3, 50, "LimitByIP(5, 300ms)"},
+		{1, 1024, 2, 1953125, "2 s: 1e9/1024 is no whole number"},
+		{1, 333333334, 34, 101, "no exact rate within an hour: 100 or more over whole seconds, rounded down"},
+		{1, 3600*time.Second + 1, 3601, 1, "too long to scale"},
+		{1, 7 * time.Millisecond, 7, 1000, "1 per 7 ms"},
 		{1 << 62, 1500 * time.Millisecond, 2, 6148914691236517205, "large: 2^64/3"},
 		{1 << 62, 100 * time.Millisecond, 1, 1 << 62, "overflow: the stated limit"},
 		{math.MaxInt64, 1500 * time.Millisecond, 2, math.MaxInt64, "overflow of the quotient"},
@@ -63,19 +85,23 @@ func TestPolicyWindow(t *testing.T) {
 	}
 }
 
-// FuzzParseRateLimit: any field value parses without panic, and what is
-// read is non-negative.
-func FuzzParseRateLimit(f *testing.F) {
-	for _, s := range []string{`"default";r=50;t=30`, `"a";r=5, "b";r=2;t=60`, `"x\"y";r=1`, `junk`, `"a";r=-1`, `",";r=1`} {
-		f.Add(s)
+// FuzzReadLimits: any field values read without panic, and what is read
+// is non-negative.
+func FuzzReadLimits(f *testing.F) {
+	for _, s := range []string{`"default";r=50;t=30`, `"a";r=5, "b";r=2;t=60`, `limit=1, remaining=0, reset=9`, `junk`, `"a";r=-1`, `10;w=1`, `1700000000`} {
+		f.Add(s, s)
 	}
-	f.Fuzz(func(t *testing.T, v string) {
-		r, tt, ok := parseRateLimit(http.Header{"Ratelimit": {v}})
-		if ok && (r < 0 || tt < 0) {
-			t.Errorf("%q: r=%d t=%d", v, r, tt)
+	f.Fuzz(func(t *testing.T, a, b string) {
+		h := http.Header{"Ratelimit": {a}, "Ratelimit-Policy": {b}, "Ratelimit-Remaining": {a}, "Ratelimit-Reset": {b},
+			"X-Ratelimit-Remaining": {a}, "X-Ratelimit-Reset": {b}, "Ratelimit-Limit": {b}}
+		got := readLimits(h, time.Unix(1_700_000_000, 0))
+		for _, l := range got.left {
+			if l.r < 0 || l.t < 0 {
+				t.Errorf("%q %q: %+v", a, b, got)
+			}
 		}
-		if !ok && (r != 0 || tt != 0) {
-			t.Errorf("%q: not read, yet r=%d t=%d", v, r, tt)
+		if got.pace < 0 || got.concurrent < 0 {
+			t.Errorf("%q %q: %+v", a, b, got)
 		}
 	})
 }

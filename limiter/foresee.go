@@ -51,3 +51,61 @@ func (g *gcra) behind(now, queued, n int64) int64 {
 	}
 	return ceilDiv(over, c.n)
 }
+
+// Foresee is Foreseer's Foresee for one key's limiter: for a key of a
+// Keyed whose limiter is a Foreseer, and for a key of a KeyedTokenBucket.
+func (f forKey[K]) Foresee(n int) (time.Duration, bool) {
+	if s, ok := f.set.(interface {
+		Foresee(key K, n int) (time.Duration, bool)
+	}); ok {
+		return s.Foresee(f.key, n)
+	}
+	return 0, false
+}
+
+// Foresee is Foreseer's Foresee for key's limiter (false when it is not a
+// Foreseer).
+func (k *Keyed[K]) Foresee(key K, n int) (time.Duration, bool) {
+	e, err := k.pin(key)
+	if err != nil {
+		return 0, false
+	}
+	defer k.unpin(key, e, Lease{})
+	if f, ok := e.lim.(Foreseer); ok && !k.closed.Load() {
+		return f.Foresee(n)
+	}
+	return 0, false
+}
+
+// Foresee is Foreseer's Foresee for key's bucket: the wait of n permits
+// behind the Acquire calls queued on key.
+func (k *KeyedTokenBucket[K]) Foresee(key K, n int) (time.Duration, bool) {
+	if k.check(n) != reasonNone {
+		return 0, false
+	}
+	c, now := k.cfg, int64(time.Since(k.origin))
+	s, h := k.locate(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k.rebase(s, now)
+	nows := (now - s.base) * c.n
+	tat, queued := nows, int64(0)
+	if len(s.ctrl) > 0 {
+		if i, found := s.find(key, h); found {
+			tat = max(tat, s.slots[i].tat)
+		}
+	}
+	if q := s.waits[key]; q != nil {
+		for _, w := range q.ws {
+			queued += int64(w.n)
+		}
+	}
+	if queued > scaledLimit/c.d {
+		return 0, false
+	}
+	over := tat + (queued+max(int64(n), 1))*c.d - c.tol - nows
+	if over <= 0 {
+		return 0, true
+	}
+	return time.Duration(ceilDiv(over, c.n)), true
+}
