@@ -40,7 +40,7 @@ func TestPeerKeyMatchesHTTP(t *testing.T) {
 	}{
 		{"IPv4", PeerOptions{}, "192.0.2.1:5000", nil, "192.0.2.1"},
 		{"IPv6 by /64", PeerOptions{}, "[2001:db8:1:2:3::4]:5000", nil, "2001:db8:1:2::/64"},
-		{"IPv6 by address", PeerOptions{IPv6Prefix: 128}, "[2001:db8:1:2:3::4]:5000", nil, "2001:db8:1:2:3::4/128"},
+		{"IPv6 by address", PeerOptions{IPv6Prefix: 128}, "[2001:db8:1:2:3::4]:5000", nil, "2001:db8:1:2:3::4"},
 		{"IPv6 by /48", PeerOptions{IPv6Prefix: 48}, "[2001:db8:1:2:3::4]:5000", nil, "2001:db8:1::/48"},
 		{"IPv4-mapped", PeerOptions{}, "[::ffff:192.0.2.1]:5000", nil, "192.0.2.1"},
 		{"untrusted peer's forwarding ignored", PeerOptions{}, "192.0.2.1:5000", []string{"x-forwarded-for", "198.51.100.7"}, "192.0.2.1"},
