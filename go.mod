@@ -7,4 +7,7 @@ require (
 	pgregory.net/rapid v1.3.0
 )
 
-require github.com/stretchr/testify v1.8.4 // indirect
+require (
+	github.com/stretchr/testify v1.8.4 // indirect
+	golang.org/x/sys v0.30.0 // indirect
+)

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rategate/rategate/internal/precise"
+	"github.com/rategate/rategate/internal/waitq"
 )
 
 // Chain returns a Limiter that grants n permits only when every one of ls
@@ -53,6 +53,7 @@ func Chain(ls ...Limiter) Limiter {
 			c.ls = append(c.ls, l)
 		}
 	}
+	c.q.Init(&c.mu, waitq.Options{})
 	c.static = true
 	for _, l := range c.ls {
 		if _, ok := l.(based); !ok {
@@ -75,13 +76,8 @@ type chain struct {
 	// a member takes permits back, else nil (Release does nothing).
 	rel Releaser
 
-	waiting atomic.Int32 // callers in Acquire's queue, read by TryAcquire
-	mu      sync.Mutex
-	queue   []*chainWaiter // FIFO; queue[0] decides
-}
-
-type chainWaiter struct {
-	ready chan struct{} // closed when the waiter becomes the head
+	mu sync.Mutex
+	q  waitq.Queue // oldest first; its head decides
 }
 
 // based is implemented by the six limiters of this package (through base).
@@ -145,7 +141,7 @@ func (c *chain) check(n int) (reason, error) {
 
 // TryAcquire takes n permits from every member, or from none.
 func (c *chain) TryAcquire(n int) Lease {
-	if c.waiting.Load() > 0 && n >= 0 {
+	if c.q.Waiting() && n >= 0 {
 		return denied(reasonLimited, 0)
 	}
 	l, _ := c.decide(n, -1, Lease{})
@@ -164,39 +160,31 @@ func (c *chain) Acquire(ctx context.Context, n int) (Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return ctxDenied(err), err
 	}
-	w := &chainWaiter{ready: make(chan struct{})}
 	c.mu.Lock()
-	c.queue = append(c.queue, w)
-	c.waiting.Add(1)
-	if len(c.queue) == 1 {
-		close(w.ready)
-	}
+	w, _, _, _ := c.q.Take(ctx, time.Now(), int64(n), nil) // no cap, never closed: it queues
 	c.mu.Unlock()
 	defer c.leave(w)
-	select {
-	case <-w.ready:
-	case <-ctx.Done():
-		return ctxDenied(ctx.Err()), ctx.Err()
+	if err := c.q.Wait(ctx, w, nil); err != nil {
+		return ctxDenied(err), err
 	}
 	return c.serve(ctx, n)
 }
 
 // leave takes w out of the queue and, if it was the head, hands the head
 // to the next waiter.
-func (c *chain) leave(w *chainWaiter) {
+func (c *chain) leave(w *waitq.Waiter) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	for i, x := range c.queue {
-		if x != w {
-			continue
-		}
-		c.queue = append(c.queue[:i], c.queue[i+1:]...)
-		c.waiting.Add(-1)
-		if i == 0 && len(c.queue) > 0 {
-			close(c.queue[0].ready)
-		}
-		return
+	c.q.Leave(w)
+	c.mu.Unlock()
+}
+
+// pastDeadline returns an error wrapping context.DeadlineExceeded when a
+// wait of d would end after ctx's deadline, and nil otherwise.
+func pastDeadline(ctx context.Context, d time.Duration) error {
+	if dl, ok := ctx.Deadline(); ok && d > 0 && time.Until(dl) < d {
+		return fmt.Errorf("limiter: the wait of %v would end after the context deadline: %w", d, context.DeadlineExceeded)
 	}
+	return nil
 }
 
 // serve is the head waiter's loop: decide, and until the chain grants,

@@ -50,9 +50,9 @@ func (p basePart) take(t time.Time, n int) (bool, reason, int64) {
 	switch {
 	case int64(n) > b.pol.maxRequest():
 		return false, reasonExceeds, 0
-	case b.closed:
+	case b.q.Closed() != nil:
 		return false, reasonClosed, 0
-	case b.nwait > 0:
+	case b.q.Len() > 0:
 		return false, reasonLimited, 0 // no barging: wait in its queue
 	}
 	var ok bool

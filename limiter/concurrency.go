@@ -113,7 +113,7 @@ func (p *concurrency) idle(int64) bool { return p.avail.Load() == p.limit.Load()
 // TryAcquire takes n permits if they are free and nobody waits. It never
 // blocks and does not allocate.
 func (c *Concurrency) TryAcquire(n int) Lease {
-	if c.gate.Load() == 0 && n >= 0 && int64(n) <= c.p.limit.Load() {
+	if c.q.Idle() && n >= 0 && int64(n) <= c.p.limit.Load() {
 		if c.p.tryTake(int64(n)) {
 			return c.grant(n)
 		}
@@ -129,7 +129,7 @@ func (c *Concurrency) Acquire(ctx context.Context, n int) (Lease, error) {
 		panic("limiter: nil Context")
 	}
 	// When nobody waits and n permits are free, take them without a lock.
-	if c.gate.Load() == 0 && n >= 0 && int64(n) <= c.p.limit.Load() && ctx.Err() == nil && c.p.tryTake(int64(n)) {
+	if c.q.Idle() && n >= 0 && int64(n) <= c.p.limit.Load() && ctx.Err() == nil && c.p.tryTake(int64(n)) {
 		return c.grant(n), nil
 	}
 	return c.acquire(ctx, n)
@@ -146,7 +146,7 @@ func (c *Concurrency) ReleasePermits(n int) {
 	if c.p.give(int64(n)) > c.p.limit.Load() {
 		c.capOverRelease()
 	}
-	if c.gate.Load()&(closedBit-1) != 0 {
+	if c.q.Waiting() {
 		c.kick()
 	}
 }

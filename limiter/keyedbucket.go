@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rategate/rategate/internal/precise"
+	"github.com/rategate/rategate/internal/waitq"
 )
 
 // KeyedTokenBucket is a compact set of token buckets, one per key, all with
@@ -45,28 +45,14 @@ type bucketShard[K comparable] struct {
 	base  int64 // ns since origin at which the shard's scaled time is 0
 	// granted and rejected count outcomes, under mu.
 	granted, rejected int64
-	waits             map[K]*keyQueue // keys with Acquire calls waiting
+	waits             map[K]*waitq.Queue // keys with Acquire calls waiting
+	spare             *waitq.Queue       // a queue no waiter has used, for the next key
 }
 
 // bucketSlot's tat is the GCRA state in scaled units from the shard's base.
 type bucketSlot[K comparable] struct {
 	key K
 	tat int64
-}
-
-// keyQueue is the Acquire calls waiting on one key; ws[0] is served next.
-type keyQueue struct {
-	ws   []*keyWaiter
-	cost int64 // what Queue.Limit caps: permits queued, a zero-permit waiter counting one
-}
-
-// keyWaiter is one Acquire call waiting on a key. Whatever concerns it (it
-// became the head, a NewestFirst queue pushed it out, Close) pokes it; it
-// then looks, under the shard's lock, at what changed.
-type keyWaiter struct {
-	n    int
-	poke chan struct{} // buffered: a poke is never lost, nor waited for
-	out  bool          // pushed out of a full NewestFirst queue; under mu
 }
 
 // NewKeyedTokenBucket returns an empty set of token buckets, or an
@@ -202,7 +188,7 @@ func (k *KeyedTokenBucket[K]) TryAcquire(key K, n int) Lease {
 	s, h := k.locate(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.waits[key] != nil {
+	if s.waiting(key) {
 		s.rejected++
 		return denied(reasonLimited, 0)
 	}
@@ -242,9 +228,9 @@ func (k *KeyedTokenBucket[K]) Acquire(ctx context.Context, key K, n int) (Lease,
 	if err := ctx.Err(); err != nil {
 		return k.fail(key, ctxDenied(err), err)
 	}
-	s, _ := k.locate(key)
+	s, h := k.locate(key)
 	s.mu.Lock()
-	w, l, err := k.enqueue(ctx, s, key, n)
+	q, w, l, err := k.enqueue(ctx, s, key, h, n)
 	s.mu.Unlock()
 	if w == nil {
 		if err != nil {
@@ -252,11 +238,22 @@ func (k *KeyedTokenBucket[K]) Acquire(ctx context.Context, key K, n int) (Lease,
 		}
 		return l, nil
 	}
-	l, err = k.wait(ctx, s, key, w)
-	if err != nil {
-		return k.fail(key, l, err)
+	err = q.Wait(ctx, w, func(t time.Time) { k.serve(s, q, key, h, t) })
+	s.mu.Lock()
+	if q.Len() == 0 && s.waits[key] == q {
+		delete(s.waits, key)
 	}
-	return l, nil
+	s.mu.Unlock()
+	if err != nil {
+		return k.fail(key, denied(reasonOf(err), w.RetryAfter()), err)
+	}
+	return grantedLease(nil, n), nil
+}
+
+// waiting reports whether Acquire calls wait on key. The caller holds s.mu.
+func (s *bucketShard[K]) waiting(key K) bool {
+	q := s.waits[key]
+	return q != nil && q.Len() > 0
 }
 
 func (k *KeyedTokenBucket[K]) requestErr(why reason, n int) error {
@@ -278,132 +275,57 @@ func (k *KeyedTokenBucket[K]) fail(key K, l Lease, err error) (Lease, error) {
 	return l, err
 }
 
-// enqueue grants at once when nobody waits on key and the bucket holds n,
-// and otherwise queues a waiter (nil when it fails at once). The caller
-// holds s.mu.
-func (k *KeyedTokenBucket[K]) enqueue(ctx context.Context, s *bucketShard[K], key K, n int) (*keyWaiter, Lease, error) {
-	now := int64(time.Since(k.origin))
+// enqueue grants at once when the key's queue lets a newcomer be served
+// first and the bucket holds n, fails at once (see waitq.Queue.Take), or
+// queues a waiter in the key's queue (w != nil). The caller holds s.mu.
+func (k *KeyedTokenBucket[K]) enqueue(ctx context.Context, s *bucketShard[K], key K, h uint64, n int) (*waitq.Queue, *waitq.Waiter, Lease, error) {
+	if k.closed.Load() { // Close walks the shards under their locks: see Close
+		return nil, nil, denied(reasonClosed, 0), ErrClosed
+	}
+	t := time.Now()
+	now := int64(t.Sub(k.origin))
 	q := s.waits[key]
-	if q == nil || k.q.Order == NewestFirst {
+	if q == nil {
+		if q = s.spare; q == nil {
+			q = &waitq.Queue{}
+			q.Init(&s.mu, k.q.waitq())
+		}
+		s.spare = nil
+	}
+	w, granted, retry, err := q.Take(ctx, t, int64(n), func(n int64) (bool, time.Duration) {
 		k.rebase(s, now)
-		_, h := k.locate(key)
-		ok, retry := k.step(s, key, h, now, n)
-		if ok && q == nil {
+		ok, retry := k.step(s, key, h, now, int(n))
+		return ok, time.Duration(retry)
+	})
+	if w == nil {
+		if q.Len() == 0 && s.waits[key] == nil {
+			s.spare = q // no waiter used it
+		}
+		if granted {
 			s.granted++
-			return nil, grantedLease(nil, n), nil
+			return nil, nil, grantedLease(nil, n), nil
 		}
-		if err := pastDeadline(ctx, time.Duration(retry)); err != nil {
-			return nil, denied(reasonDeadline, time.Duration(retry)), err
-		}
-		if ok { // NewestFirst with older waiters: the newcomer is served first
+		return nil, nil, denied(reasonOf(err), retry), err
+	}
+	if s.waits == nil {
+		s.waits = make(map[K]*waitq.Queue)
+	}
+	s.waits[key] = q
+	return q, w, Lease{}, nil
+}
+
+// serve grants the waiters of key's queue in order while its bucket holds
+// their permits at t. The caller holds s.mu.
+func (k *KeyedTokenBucket[K]) serve(s *bucketShard[K], q *waitq.Queue, key K, h uint64, t time.Time) {
+	now := int64(t.Sub(k.origin))
+	k.rebase(s, now)
+	q.Serve(t, func(w *waitq.Waiter) (bool, time.Duration) {
+		ok, retry := k.step(s, key, h, now, int(w.N()))
+		if ok {
 			s.granted++
-			return nil, grantedLease(nil, n), nil
 		}
-	}
-	cost := max(int64(n), 1)
-	if lim := int64(k.q.Limit); lim > 0 {
-		if cost > lim {
-			return nil, denied(reasonQueueFull, 0), fmt.Errorf("%w: %d permits asked, queue holds at most %d", ErrQueueFull, n, lim)
-		}
-		if q != nil && k.q.Order == OldestFirst && q.cost > lim-cost {
-			return nil, denied(reasonQueueFull, 0), ErrQueueFull
-		}
-	}
-	if q == nil {
-		q = &keyQueue{}
-		if s.waits == nil {
-			s.waits = make(map[K]*keyQueue)
-		}
-		s.waits[key] = q
-	}
-	w := &keyWaiter{n: n, poke: make(chan struct{}, 1)}
-	if k.q.Order == NewestFirst && len(q.ws) > 0 {
-		// The old head finds, when it next looks, that it no longer is.
-		q.ws = append([]*keyWaiter{w}, q.ws...)
-		for lim := int64(k.q.Limit); lim > 0 && q.cost > lim-cost; {
-			old := q.ws[len(q.ws)-1]
-			q.ws = q.ws[:len(q.ws)-1]
-			q.cost -= max(int64(old.n), 1)
-			old.out = true
-			signal(old.poke)
-		}
-	} else {
-		q.ws = append(q.ws, w)
-	}
-	q.cost += cost
-	return w, Lease{}, nil // its wait starts by looking whether it heads the queue
-}
-
-// wait serves w: until it heads its key's queue it waits for a poke; then
-// it waits precisely (internal/precise, as every limiter's queue does) until
-// the bucket could grant, and tries, until granted.
-func (k *KeyedTokenBucket[K]) wait(ctx context.Context, s *bucketShard[K], key K, w *keyWaiter) (Lease, error) {
-	var pt precise.Timer
-	defer pt.Stop()
-	_, h := k.locate(key)
-	for {
-		var at time.Time
-		now := int64(time.Since(k.origin))
-		s.mu.Lock()
-		if w.out {
-			s.mu.Unlock()
-			return denied(reasonQueueFull, 0), ErrQueueFull
-		}
-		if k.closed.Load() {
-			k.remove(s, key, w)
-			s.mu.Unlock()
-			return denied(reasonClosed, 0), ErrClosed
-		}
-		if q := s.waits[key]; q != nil && q.ws[0] == w {
-			k.rebase(s, now)
-			ok, retry := k.step(s, key, h, now, w.n)
-			if ok {
-				s.granted++
-				k.remove(s, key, w)
-				s.mu.Unlock()
-				return grantedLease(nil, w.n), nil
-			}
-			if err := pastDeadline(ctx, time.Duration(retry)); err != nil {
-				k.remove(s, key, w)
-				s.mu.Unlock()
-				return denied(reasonDeadline, time.Duration(retry)), err
-			}
-			at = k.origin.Add(time.Duration(now + retry))
-		}
-		s.mu.Unlock()
-		if pt.Until(ctx, w.poke, at, 0) == precise.Done {
-			k.leave(s, key, w)
-			return ctxDenied(ctx.Err()), ctx.Err()
-		}
-	}
-}
-
-func (k *KeyedTokenBucket[K]) leave(s *bucketShard[K], key K, w *keyWaiter) {
-	s.mu.Lock()
-	k.remove(s, key, w)
-	s.mu.Unlock()
-}
-
-// remove takes w out of key's queue, if it is there, and makes the next
-// waiter the head. The caller holds s.mu.
-func (k *KeyedTokenBucket[K]) remove(s *bucketShard[K], key K, w *keyWaiter) {
-	q := s.waits[key]
-	if q == nil {
-		return
-	}
-	for i, x := range q.ws {
-		if x != w {
-			continue
-		}
-		q.ws = append(q.ws[:i], q.ws[i+1:]...)
-		q.cost -= max(int64(w.n), 1)
-		if len(q.ws) == 0 {
-			delete(s.waits, key)
-		} else if i == 0 {
-			signal(q.ws[0].poke) // the next head
-		}
-		return
-	}
+		return ok, time.Duration(retry)
+	})
 }
 
 // Len returns the number of keys held; full buckets not yet dropped count.
@@ -451,10 +373,8 @@ func (k *KeyedTokenBucket[K]) Stats() Stats {
 		st.Granted += s.granted
 		st.Rejected += s.rejected
 		for _, q := range s.waits {
-			st.Waiters += len(q.ws)
-			for _, w := range q.ws {
-				st.Queued += int64(w.n)
-			}
+			st.Waiters += q.Len()
+			st.Queued += q.Queued()
 		}
 		s.mu.Unlock()
 	}
@@ -471,15 +391,13 @@ func (k *KeyedTokenBucket[K]) Close() error {
 	if k.closed.Swap(true) {
 		return nil
 	}
-	// Every waiter then finds, under its shard's lock, the set closed; one
-	// that queues after its shard was walked sees it when it first looks.
+	// An Acquire that queues after its shard was walked finds the set
+	// closed under the shard's lock (enqueue).
 	for i := range k.shards {
 		s := &k.shards[i]
 		s.mu.Lock()
 		for _, q := range s.waits {
-			for _, w := range q.ws {
-				signal(w.poke)
-			}
+			q.Close(ErrClosed)
 		}
 		s.mu.Unlock()
 	}
@@ -500,7 +418,7 @@ func (k *KeyedTokenBucket[K]) Quota(key K) Quota {
 			debt = max(s.slots[i].tat-(now-s.base)*c.n, 0)
 		}
 	}
-	waiting := s.waits[key] != nil
+	waiting := s.waiting(key)
 	s.mu.Unlock()
 	window, ok := mulDivCeil(c.burst, c.d, c.n)
 	if !ok {
@@ -542,7 +460,7 @@ func (p *bucketPart[K]) take(t time.Time, n int) (bool, reason, int64) {
 	if why := k.check(n); why != reasonNone {
 		return false, why, 0
 	}
-	if s.waits[p.key] != nil {
+	if s.waiting(p.key) {
 		return false, reasonLimited, 0
 	}
 	now := int64(t.Sub(k.origin))

@@ -86,23 +86,7 @@ func NewLease(n int, r Releaser) Lease {
 // errors and the context errors are recognised with errors.Is and cost no
 // allocation, any other error one small allocation.
 func Denied(err error, retryAfter time.Duration) Lease {
-	why := reasonLimited
-	switch {
-	case errors.Is(err, ErrClosed):
-		why = reasonClosed
-	case errors.Is(err, ErrQueueFull):
-		why = reasonQueueFull
-	case errors.Is(err, ErrExceedsLimit):
-		why = reasonExceeds
-	case errors.Is(err, ErrInvalidCount):
-		why = reasonInvalid
-	case errors.Is(err, ErrNoLimiter):
-		why = reasonNoLimiter
-	case errors.Is(err, context.DeadlineExceeded):
-		why = reasonDeadline
-	case errors.Is(err, context.Canceled):
-		why = reasonCanceled
-	}
+	why := reasonOf(err)
 	if retryAfter < 0 {
 		retryAfter = 0
 	}
@@ -111,6 +95,17 @@ func Denied(err error, retryAfter time.Duration) Lease {
 		l.rel = foreignErr{&err}
 	}
 	return l
+}
+
+// reasonOf returns the reason that err matches with errors.Is, or
+// reasonLimited.
+func reasonOf(err error) reason {
+	for _, why := range [...]reason{reasonClosed, reasonQueueFull, reasonExceeds, reasonInvalid, reasonNoLimiter, reasonDeadline, reasonCanceled} {
+		if errors.Is(err, why.err()) {
+			return why
+		}
+	}
+	return reasonLimited
 }
 
 // foreignErr carries the error of a lease refused by a limiter outside this

@@ -1,6 +1,11 @@
 package limiter
 
-import "time"
+import (
+	"time"
+
+	"github.com/rategate/rategate/internal/precise"
+	"github.com/rategate/rategate/internal/waitq"
+)
 
 // Order is the order in which queued waiters are served.
 type Order int
@@ -36,6 +41,16 @@ type QueueOptions struct {
 	// still while polled, as in a testing/synctest bubble, the waiter waits
 	// on its Go timer alone.
 	Spin time.Duration
+}
+
+// waitq returns the options of the queue q configures.
+func (q QueueOptions) waitq() waitq.Options {
+	return waitq.Options{
+		Limit:       int64(q.Limit),
+		NewestFirst: q.Order == NewestFirst,
+		Full:        ErrQueueFull,
+		Timer:       precise.Timer{Spin: q.Spin},
+	}
 }
 
 func (q QueueOptions) validate() error {

@@ -51,7 +51,7 @@ func (b *base) quota() Quota {
 	defer b.mu.Unlock()
 	q := b.pol.quota(b.now())
 	q.Remaining = max(q.Remaining, 0)
-	if b.nwait > 0 {
+	if b.q.Len() > 0 {
 		q.Remaining = 0
 	}
 	q.Reset = max(q.Reset, 0)
