@@ -13,8 +13,11 @@ import (
 
 // Chain returns a Limiter that grants n permits only when every one of ls
 // grants n permits: all or nothing. The chain's lease releases every
-// member's lease, in reverse order. Each member counts its own grant once;
-// the chain adds no statistics of its own. Chains of chains are flattened.
+// member's lease, in reverse order. Each member of this package counts a
+// grant of the chain once, as its own, and the refusal of a chain's
+// TryAcquire by the member that refused; a chain's waits in a member's
+// queue and the retries of its Acquire count nothing, and the chain keeps
+// no statistics of its own. Chains of chains are flattened.
 //
 // For this package's limiters (and the limiters of Keyed.For and
 // KeyedTokenBucket.For) the decision is exact: the chain locks those members
@@ -59,7 +62,7 @@ func Chain(ls ...Limiter) Limiter {
 		if _, ok := l.(based); !ok {
 			c.static = false
 		}
-		if _, ok := l.(*Concurrency); ok {
+		if givesBack(l) {
 			c.rel = c
 		}
 	}
@@ -144,7 +147,7 @@ func (c *chain) TryAcquire(n int) Lease {
 	if c.q.Waiting() && n >= 0 {
 		return denied(reasonLimited, 0)
 	}
-	l, _ := c.decide(n, -1, Lease{})
+	l, _ := c.decide(n, -1, Lease{}, true)
 	return l
 }
 
@@ -200,7 +203,7 @@ func (c *chain) serve(ctx context.Context, n int) (Lease, error) {
 			c.giveBack(skip, have)
 			return ctxDenied(err), err
 		}
-		lease, i := c.decide(n, skip, have)
+		lease, i := c.decide(n, skip, have, false)
 		skip, have = -1, Lease{}
 		if lease.Granted() {
 			return lease, nil
@@ -246,17 +249,34 @@ func (c *chain) serve(ctx context.Context, n int) (Lease, error) {
 func (c *chain) waitMember(ctx context.Context, i, n int) (int, Lease, error) {
 	m := c.ls[i]
 	if !givesBack(m) {
-		l, err := m.Acquire(ctx, 0)
-		if b, ok := m.(based); ok && l.Granted() {
-			b.core().granted.Add(-1) // the chain's probe, not a grant to anyone
-		}
+		_, err := awaitMember(ctx, m, 0)
 		return -1, Lease{}, err
 	}
-	l, err := m.Acquire(ctx, n)
+	l, err := awaitMember(ctx, m, n)
 	if err != nil {
 		return -1, Lease{}, err
 	}
 	return i, l, nil
+}
+
+// awaiter is a member of this package that can wait in its own queue
+// without counting: the chain's wait is a grant to nobody until the chain
+// grants, and then the member counts it (countGrant) like its other grants.
+type awaiter interface {
+	await(ctx context.Context, n int) (Lease, error)
+	countGrant()
+}
+
+func (b *base) await(ctx context.Context, n int) (Lease, error) { return b.wait(ctx, n, true) }
+func (b *base) countGrant()                                       { b.granted.Add(1) }
+
+// awaitMember waits in m's queue for n permits: silently when m is of this
+// package, and otherwise through its Acquire (which counts as it counts).
+func awaitMember(ctx context.Context, m Limiter, n int) (Lease, error) {
+	if a, ok := m.(awaiter); ok {
+		return a.await(ctx, n)
+	}
+	return m.Acquire(ctx, n)
 }
 
 // givesBack reports whether member l's permits come back on release: a
@@ -264,16 +284,14 @@ func (c *chain) waitMember(ctx context.Context, i, n int) (int, Lease, error) {
 // package (whose Release the chain calls, whatever it does).
 func givesBack(l Limiter) bool {
 	switch m := l.(type) {
-	case *Concurrency:
-		return true
+	case based:
+		return m.core().rel != nil
 	case *chain:
 		for _, x := range m.ls {
 			if givesBack(x) {
 				return true
 			}
 		}
-		return false
-	case based:
 		return false
 	case keyedMember:
 		return m.givesBack()
@@ -284,13 +302,9 @@ func givesBack(l Limiter) bool {
 // giveBack returns the lease of member i that the chain waited for and did
 // not use.
 func (c *chain) giveBack(i int, l Lease) {
-	if i < 0 || !l.Granted() {
-		return
+	if i >= 0 && l.Granted() {
+		l.Release() // waited for silently: never counted
 	}
-	if m, ok := c.ls[i].(based); ok {
-		m.core().granted.Add(-1) // it was never granted to anyone
-	}
-	l.Release()
 }
 
 // isIdle reports whether every member is as if new, so that a Keyed holding

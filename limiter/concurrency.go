@@ -25,6 +25,7 @@ type Concurrency struct {
 }
 
 type concurrency struct {
+	lockedState
 	avail *atomic.Int64 // the limiter's base.word, beside its counters
 	limit atomic.Int64
 }

@@ -29,7 +29,35 @@ type policy interface {
 	// quota reports the policy and its state at now (see Quota); Remaining
 	// ignores the queue.
 	quota(now int64) Quota
+
+	// A Chain decides with several limiters at one instant, under their
+	// locks, and undoes its takes if one of them refuses: hold and unhold
+	// bracket such a decision, and untake undoes one take in it.
+	//
+	// hold keeps the lock-free fast paths from seeing the state until
+	// unhold, which publishes it: the chain's takes and untakes then reach
+	// them all at once, or not at all. Both are idempotent; policies without
+	// a lock-free path that could grant in between do nothing.
+	hold()
+	unhold()
+	// untake exactly undoes a successful take(now, n) made under the same
+	// hold of base.mu (and of hold) with nothing in between.
+	untake(now int64, n int)
+	// uncounted returns the grants the state records that base.granted
+	// does not count yet (see gcra); the caller holds base.mu.
+	uncounted() int64
 }
+
+// lockedState is the policy methods of a state that the lock-free fast
+// paths cannot grant from while a Chain decides under base.mu (the
+// windows, which have no fast path; Concurrency, whose fast path can only
+// refuse while a chain holds permits it may give back): there is nothing
+// to hold, and every grant is counted at once.
+type lockedState struct{}
+
+func (lockedState) hold()            {}
+func (lockedState) unhold()          {}
+func (lockedState) uncounted() int64 { return 0 }
 
 // base holds what every limiter shares: clock origin, queue, counters, Close.
 //
@@ -248,18 +276,9 @@ func (b *base) stats() Stats {
 		Available: max(b.pol.available(b.now()), 0),
 		Queued:    b.q.Queued(),
 		Waiters:   b.q.Len(),
-		Granted:   b.granted.Load() + b.uncounted(),
+		Granted:   b.granted.Load() + b.pol.uncounted(),
 		Rejected:  b.rejected.Load(),
 	}
-}
-
-// uncounted returns the grants a lock-free state word counts that the
-// granted counter does not yet (see gcra). The caller holds b.mu.
-func (b *base) uncounted() int64 {
-	if g, ok := b.pol.(*gcra); ok {
-		return g.uncounted()
-	}
-	return 0
 }
 
 // isIdle reports whether the limiter is as if new: nobody waits and its

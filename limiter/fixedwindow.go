@@ -28,6 +28,7 @@ type FixedWindow struct {
 }
 
 type fixedWindow struct {
+	lockedState
 	limit, window int64
 	win, count    int64
 }
@@ -39,7 +40,7 @@ func NewFixedWindow(opts FixedWindowOptions) (*FixedWindow, error) {
 		return nil, err
 	}
 	f := &FixedWindow{p: fixedWindow{limit: int64(opts.Limit), window: int64(opts.Window)}}
-	f.init(&f.p, nil, opts.Queue)
+	f.initWindowed(&f.p, &f.p.limit, opts.Queue)
 	return f, nil
 }
 

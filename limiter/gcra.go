@@ -182,13 +182,18 @@ func (c *gcraConfig) ns(units int64) int64 {
 	return ceilDiv(units, c.n)
 }
 
-// chainTake is take for a Chain's decision at now: the caller holds
-// base.mu and calls settle before releasing it.
-func (g *gcra) chainTake(now int64, n int) (bool, int64) {
+// hold starts a Chain's decision: the word becomes the locked sentinel, so
+// that lock-free fast paths wait on base.mu, and take decides from pending.
+// The caller holds base.mu.
+func (g *gcra) hold() {
 	if !g.held {
 		g.saved, _ = g.lockTat()
 		g.pending, g.held, g.takes = g.saved, true, 0
 	}
+}
+
+// chainTake is take while a Chain holds the state.
+func (g *gcra) chainTake(now int64, n int) (bool, int64) {
 	c := g.cfg.Load()
 	delta := now - c.base
 	if int64(n) > c.maxReq {
@@ -215,16 +220,16 @@ func (g *gcra) chainTake(now int64, n int) (bool, int64) {
 	return ok, retry
 }
 
-// chainUndo undoes the latest chainTake of n permits in this hold.
-func (g *gcra) chainUndo(n int) {
-	if n > 0 {
+// untake undoes the latest take of n permits in a Chain's hold.
+func (g *gcra) untake(_ int64, n int) {
+	if g.held && n > 0 {
 		g.pending -= int64(n) * g.cfg.Load().d
 		g.takes--
 	}
 }
 
-// settle ends a Chain's hold: it publishes the state the chain decided.
-func (g *gcra) settle() {
+// unhold ends a Chain's hold: it publishes the state the chain decided.
+func (g *gcra) unhold() {
 	if !g.held {
 		return
 	}
@@ -313,6 +318,9 @@ func (g *gcra) reconfigure(now int64, nc *gcraConfig) {
 // take is the locked path: it moves a full count of uncounted grants to the
 // counter (so the fast path can count again), rebases when needed, then takes.
 func (g *gcra) take(now int64, n int) (bool, int64) {
+	if g.held {
+		return g.chainTake(now, n)
+	}
 	if c := g.cfg.Load(); c.mask != 0 && g.uncounted() == c.mask {
 		tat, _ := g.lockTat()
 		g.publish(tat)

@@ -266,6 +266,8 @@ type keyedSet[K comparable] interface {
 	// resolve and givesBack serve a key's limiter as a Chain member.
 	resolve(key K) (Limiter, part, pinner, error)
 	givesBack(key K) bool
+	await(ctx context.Context, key K, n int) (Lease, error)
+	countGrant(key K)
 }
 
 // forKey is one key of a keyed limiter, as a Limiter.
@@ -283,6 +285,10 @@ func (f forKey[K]) resolve() (Limiter, part, pinner, error) {
 func (f forKey[K]) Acquire(ctx context.Context, n int) (Lease, error) {
 	return f.set.Acquire(ctx, f.key, n)
 }
+func (f forKey[K]) await(ctx context.Context, n int) (Lease, error) {
+	return f.set.await(ctx, f.key, n)
+}
+func (f forKey[K]) countGrant() { f.set.countGrant(f.key) }
 
 // Stats sums the Stats of every key's limiter that has a Stats method
 // (this package's limiters do). Evicted keys no longer count.
@@ -371,6 +377,37 @@ func (k *Keyed[K]) resolve(key K) (Limiter, part, pinner, error) {
 		return nil, nil, nil, err
 	}
 	return e.lim, nil, &keyPin[K]{k: k, key: key, e: e}, nil
+}
+
+// await is a Chain's wait in key's limiter's queue: it counts nothing
+// where the limiter can wait so (see awaiter).
+func (k *Keyed[K]) await(ctx context.Context, key K, n int) (Lease, error) {
+	if k.closed.Load() {
+		return denied(reasonClosed, 0), ErrClosed
+	}
+	e, err := k.pin(key)
+	if err != nil {
+		return Denied(err, 0), err
+	}
+	var l Lease
+	if a, ok := e.lim.(awaiter); ok {
+		l, err = a.await(ctx, n)
+	} else {
+		l, err = e.lim.Acquire(ctx, n)
+	}
+	return k.unpin(key, e, l), err
+}
+
+// countGrant counts, in key's limiter, a grant a Chain made through await.
+func (k *Keyed[K]) countGrant(key K) {
+	e, err := k.pin(key)
+	if err != nil {
+		return
+	}
+	if a, ok := e.lim.(awaiter); ok {
+		a.countGrant()
+	}
+	k.unpin(key, e, Lease{})
 }
 
 func (k *Keyed[K]) givesBack(key K) bool {

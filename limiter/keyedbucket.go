@@ -219,22 +219,28 @@ func (k *KeyedTokenBucket[K]) check(n int) reason {
 // context.DeadlineExceeded when the bucket will not hold n permits before
 // ctx's deadline.
 func (k *KeyedTokenBucket[K]) Acquire(ctx context.Context, key K, n int) (Lease, error) {
+	return k.acquire(ctx, key, n, false)
+}
+
+// acquire is Acquire; a silent one (a Chain's wait in the key's queue)
+// counts neither its grant nor its failure.
+func (k *KeyedTokenBucket[K]) acquire(ctx context.Context, key K, n int, silent bool) (Lease, error) {
 	if ctx == nil {
 		panic("limiter: nil Context")
 	}
 	if why := k.check(n); why != reasonNone {
-		return k.fail(key, denied(why, 0), k.requestErr(why, n))
+		return k.fail(key, silent, denied(why, 0), k.requestErr(why, n))
 	}
 	if err := ctx.Err(); err != nil {
-		return k.fail(key, ctxDenied(err), err)
+		return k.fail(key, silent, ctxDenied(err), err)
 	}
 	s, h := k.locate(key)
 	s.mu.Lock()
-	q, w, l, err := k.enqueue(ctx, s, key, h, n)
+	q, w, l, err := k.enqueue(ctx, s, key, h, n, silent)
 	s.mu.Unlock()
 	if w == nil {
 		if err != nil {
-			return k.fail(key, l, err)
+			return k.fail(key, silent, l, err)
 		}
 		return l, nil
 	}
@@ -245,7 +251,7 @@ func (k *KeyedTokenBucket[K]) Acquire(ctx context.Context, key K, n int) (Lease,
 	}
 	s.mu.Unlock()
 	if err != nil {
-		return k.fail(key, denied(reasonOf(err), w.RetryAfter()), err)
+		return k.fail(key, silent, denied(reasonOf(err), w.RetryAfter()), err)
 	}
 	return grantedLease(nil, n), nil
 }
@@ -266,19 +272,21 @@ func (k *KeyedTokenBucket[K]) requestErr(why reason, n int) error {
 	return why.err()
 }
 
-// fail counts a failed Acquire.
-func (k *KeyedTokenBucket[K]) fail(key K, l Lease, err error) (Lease, error) {
-	s, _ := k.locate(key)
-	s.mu.Lock()
-	s.rejected++
-	s.mu.Unlock()
+// fail counts a failed Acquire, unless silent.
+func (k *KeyedTokenBucket[K]) fail(key K, silent bool, l Lease, err error) (Lease, error) {
+	if !silent {
+		s, _ := k.locate(key)
+		s.mu.Lock()
+		s.rejected++
+		s.mu.Unlock()
+	}
 	return l, err
 }
 
 // enqueue grants at once when the key's queue lets a newcomer be served
 // first and the bucket holds n, fails at once (see waitq.Queue.Take), or
 // queues a waiter in the key's queue (w != nil). The caller holds s.mu.
-func (k *KeyedTokenBucket[K]) enqueue(ctx context.Context, s *bucketShard[K], key K, h uint64, n int) (*waitq.Queue, *waitq.Waiter, Lease, error) {
+func (k *KeyedTokenBucket[K]) enqueue(ctx context.Context, s *bucketShard[K], key K, h uint64, n int, silent bool) (*waitq.Queue, *waitq.Waiter, Lease, error) {
 	if k.closed.Load() { // Close walks the shards under their locks: see Close
 		return nil, nil, denied(reasonClosed, 0), ErrClosed
 	}
@@ -302,7 +310,7 @@ func (k *KeyedTokenBucket[K]) enqueue(ctx context.Context, s *bucketShard[K], ke
 			s.spare = q // no waiter used it
 		}
 		if granted {
-			s.granted++
+			s.granted += boolInt(!silent)
 			return nil, nil, grantedLease(nil, n), nil
 		}
 		return nil, nil, denied(reasonOf(err), retry), err
@@ -311,6 +319,7 @@ func (k *KeyedTokenBucket[K]) enqueue(ctx context.Context, s *bucketShard[K], ke
 		s.waits = make(map[K]*waitq.Queue)
 	}
 	s.waits[key] = q
+	w.Silent = silent
 	return q, w, Lease{}, nil
 }
 
@@ -321,7 +330,7 @@ func (k *KeyedTokenBucket[K]) serve(s *bucketShard[K], q *waitq.Queue, key K, h 
 	k.rebase(s, now)
 	q.Serve(t, func(w *waitq.Waiter) (bool, time.Duration) {
 		ok, retry := k.step(s, key, h, now, int(w.N()))
-		if ok {
+		if ok && !w.Silent {
 			s.granted++
 		}
 		return ok, time.Duration(retry)
@@ -452,6 +461,19 @@ func (k *KeyedTokenBucket[K]) resolve(key K) (Limiter, part, pinner, error) {
 }
 
 func (k *KeyedTokenBucket[K]) givesBack(K) bool { return false }
+
+// await is a Chain's wait in key's queue: it counts nothing.
+func (k *KeyedTokenBucket[K]) await(ctx context.Context, key K, n int) (Lease, error) {
+	return k.acquire(ctx, key, n, true)
+}
+
+// countGrant counts a grant to key that a Chain made through await.
+func (k *KeyedTokenBucket[K]) countGrant(key K) {
+	s, _ := k.locate(key)
+	s.mu.Lock()
+	s.granted++
+	s.mu.Unlock()
+}
 
 func (p *bucketPart[K]) mutex() *sync.Mutex { return &p.s.mu }
 

@@ -40,6 +40,7 @@ type SlidingWindow struct {
 // sliding window of one segment per nanosecond: its segments are the
 // instants of its grants.
 type slidingWindow struct {
+	lockedState
 	limit, window, segs int64
 	log                 grantLog // keyed by segment: the segments holding grants
 }
@@ -66,7 +67,7 @@ func NewSlidingWindow(opts SlidingWindowOptions) (*SlidingWindow, error) {
 		limit: int64(opts.Limit), window: int64(opts.Window), segs: int64(opts.Segments),
 	}}
 	s.p.log.span = s.p.segs
-	s.init(&s.p, nil, opts.Queue)
+	s.initWindowed(&s.p, &s.p.limit, opts.Queue)
 	return s, nil
 }
 
