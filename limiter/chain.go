@@ -268,7 +268,7 @@ type awaiter interface {
 }
 
 func (b *base) await(ctx context.Context, n int) (Lease, error) { return b.wait(ctx, n, true) }
-func (b *base) countGrant()                                       { b.granted.Add(1) }
+func (b *base) countGrant()                                     { b.granted.Add(1) }
 
 // awaitMember waits in m's queue for n permits: silently when m is of this
 // package, and otherwise through its Acquire (which counts as it counts).

@@ -129,6 +129,8 @@ const (
 type Timer struct {
 	// Spin, when positive, is the spin's length, in place of the estimate.
 	Spin time.Duration
+	// Plain waits on a Go timer alone: no spin, no OS alarm.
+	Plain bool
 
 	t       *time.Timer
 	virtual bool  // the clock stood still while polled: Go timers only
@@ -189,7 +191,7 @@ func (t *Timer) Until(ctx context.Context, wake <-chan struct{}, at time.Time, s
 // window is how long before the instant the Go timer should end and the
 // spin begin.
 func (t *Timer) window(slack time.Duration) time.Duration {
-	if t.virtual {
+	if t.virtual || t.Plain {
 		return 0
 	}
 	w := t.Spin
