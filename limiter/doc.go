@@ -205,9 +205,9 @@
 // fails with [ErrNoLimiter].
 //
 // [NewKeyedTokenBucket] is the compact form for the common case of one token
-// bucket per key, all with the same Rate and Burst: a key costs a slot in an
-// open-addressing table rather than a limiter, so millions of keys fit, and
-// keys whose bucket is full are dropped as the table would grow. Its Acquire
+// bucket per key, all with the same Rate and Burst: a key costs one 8-byte
+// state in a Go map rather than a limiter, so millions of keys fit, and
+// keys whose bucket is full are dropped as the map grows. Its Acquire
 // queues each key's callers on their own (in Queue.Order, at most Queue.Limit
 // permits waiting per key), and the head of a key's queue waits precisely,
 // as every queue here does.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,13 +12,13 @@ import (
 	"github.com/rategate/rategate/internal/waitq"
 )
 
-// KeyedTokenBucket is a compact set of token buckets, one per key, all with
-// the same rate and burst. Each key costs its slot in an open-addressing
-// table (the key, an 8-byte state and a tag byte, about 50 bytes for a string
-// key at the table's typical load), so millions of keys fit. A key whose
-// bucket is full is as if new: such keys are dropped whenever a shard of the
-// table would grow, so memory follows the number of recently busy keys,
-// with no goroutine.
+// KeyedTokenBucket is a set of token buckets, one per key, all with the
+// same rate and burst. A key's whole state is one 8-byte number in a Go map
+// (under 64 bytes per key held, string header included: see
+// bench/results/keyedmem.md), so millions of keys fit. A key whose bucket
+// is full is as if new: such keys are dropped whenever a shard's map has
+// doubled since it last dropped them, and by Prune, so memory follows the
+// number of recently busy keys, with no goroutine.
 //
 // Bound: per key, as TokenBucket: at most Burst + Rate·t permits in every
 // interval of length t.
@@ -35,24 +36,21 @@ type KeyedTokenBucket[K comparable] struct {
 	shards [keyedShards]bucketShard[K]
 }
 
-// bucketShard is a linear-probing hash table. Entries are removed only by
-// rebuilding the table, so probing never meets a deleted slot.
+// bucketShard holds the keys whose hash falls in it.
 type bucketShard[K comparable] struct {
-	mu    sync.Mutex
-	ctrl  []uint8 // 0: empty; else 0x80 | 7 bits of the key's hash
-	slots []bucketSlot[K]
-	count int
-	base  int64 // ns since origin at which the shard's scaled time is 0
+	mu sync.Mutex
+	// tats maps each key whose bucket is not full to its GCRA state, in
+	// scaled units from base; a key not in it has a full bucket.
+	tats map[K]int64
+	base int64 // ns since origin at which the shard's scaled time is 0
+	// sweepAt is the size at which the next insertion drops full buckets;
+	// peak the most keys tats has held, to give memory back (a Go map
+	// does not shrink).
+	sweepAt, peak int
 	// granted and rejected count outcomes, under mu.
 	granted, rejected int64
 	waits             map[K]*waitq.Queue // keys with Acquire calls waiting
 	spare             *waitq.Queue       // a queue no waiter has used, for the next key
-}
-
-// bucketSlot's tat is the GCRA state in scaled units from the shard's base.
-type bucketSlot[K comparable] struct {
-	key K
-	tat int64
 }
 
 // NewKeyedTokenBucket returns an empty set of token buckets, or an
@@ -68,113 +66,80 @@ func NewKeyedTokenBucket[K comparable](opts TokenBucketOptions) (*KeyedTokenBuck
 	return &KeyedTokenBucket[K]{cfg: c, q: opts.Queue, origin: time.Now(), seed: maphash.MakeSeed()}, nil
 }
 
-func tagOf(h uint64) uint8 { return 0x80 | uint8(h>>57)&0x7f }
+// minSweep is the smallest size at which a shard's insertion sweeps.
+const minSweep = 8
 
-// find returns the slot of key, or the empty slot where it would go.
-func (s *bucketShard[K]) find(key K, h uint64) (int, bool) {
-	mask := len(s.ctrl) - 1
-	tag := tagOf(h)
-	for i := int(h) & mask; ; i = (i + 1) & mask {
-		switch c := s.ctrl[i]; {
-		case c == 0:
-			return i, false
-		case c == tag && s.slots[i].key == key:
-			return i, true
+// sweep drops the keys whose bucket is full at nows (scaled), and makes a
+// new map when the old one is mostly empty, so that memory follows the keys
+// held. The next sweep comes when the map has doubled: sweeps cost O(1) per
+// insertion, amortized. The caller holds s.mu.
+func (s *bucketShard[K]) sweep(nows int64) {
+	for key, tat := range s.tats {
+		if tat <= nows {
+			delete(s.tats, key)
 		}
 	}
+	if len(s.tats)*4 < s.peak {
+		s.tats = maps.Clone(s.tats) // sized for what is left
+		s.peak = len(s.tats)
+	}
+	s.sweepAt = max(2*len(s.tats), minSweep)
 }
 
-// rebuild rehashes the live keys of s into a table of size (a power of two),
-// dropping keys whose bucket is full at now, and rebasing scaled time to now.
-func (k *KeyedTokenBucket[K]) rebuild(s *bucketShard[K], size int, now int64) {
-	oldCtrl, oldSlots := s.ctrl, s.slots
-	// After an idle spell longer than maxDelta every bucket is full (no
-	// state reaches that far ahead), and the shift would overflow.
-	idleAll := now-s.base > k.cfg.maxDelta
-	var shift int64
-	if !idleAll {
-		shift = (now - s.base) * k.cfg.n
+// insert sets the state of key, which has none, sweeping first when the
+// map has grown enough. The caller holds s.mu and has called rebase.
+func (s *bucketShard[K]) insert(key K, tat, nows int64) {
+	if s.tats == nil {
+		s.tats, s.sweepAt = make(map[K]int64), minSweep
 	}
-	s.ctrl, s.slots, s.count, s.base = make([]uint8, size), make([]bucketSlot[K], size), 0, now
-	for i, c := range oldCtrl {
-		if c == 0 || idleAll || oldSlots[i].tat <= shift {
-			continue
-		}
-		h := maphash.Comparable(k.seed, oldSlots[i].key)
-		j, _ := s.find(oldSlots[i].key, h)
-		s.ctrl[j] = tagOf(h)
-		s.slots[j] = bucketSlot[K]{key: oldSlots[i].key, tat: oldSlots[i].tat - shift}
-		s.count++
+	if len(s.tats)+1 >= s.sweepAt {
+		s.sweep(nows)
 	}
+	s.tats[key] = tat
+	s.peak = max(s.peak, len(s.tats))
 }
 
-// makeRoom prepares s for one more key: past 3/4 load it drops full
-// buckets, then grows so that at least a quarter of the table stays free
-// (rebuilds are amortized O(1) per insert), or shrinks when mostly empty.
-func (k *KeyedTokenBucket[K]) makeRoom(s *bucketShard[K], now int64) {
-	if len(s.ctrl) == 0 {
-		s.ctrl, s.slots, s.base = make([]uint8, 8), make([]bucketSlot[K], 8), now
-		return
-	}
-	if (s.count+1)*4 <= len(s.ctrl)*3 {
-		return
-	}
-	k.rebuild(s, len(s.ctrl), now)
-	size := len(s.ctrl)
-	for (s.count+1)*2 > size {
-		size *= 2
-	}
-	for size > 8 && (s.count+1)*8 < size {
-		size /= 2
-	}
-	if size != len(s.ctrl) {
-		k.rebuild(s, size, now)
-	}
+// locate returns key's shard.
+func (k *KeyedTokenBucket[K]) locate(key K) *bucketShard[K] {
+	return &k.shards[maphash.Comparable(k.seed, key)>>(64-6)]
 }
 
-// locate returns key's shard and hash.
-func (k *KeyedTokenBucket[K]) locate(key K) (*bucketShard[K], uint64) {
-	h := maphash.Comparable(k.seed, key)
-	return &k.shards[h>>(64-6)], h
-}
-
-// rebase keeps now within reach of s's scaled time. The caller holds s.mu.
+// rebase keeps now within reach of s's scaled time: it moves the shard's
+// base to now, shifting every state and dropping the full buckets. The
+// caller holds s.mu.
 func (k *KeyedTokenBucket[K]) rebase(s *bucketShard[K], now int64) {
 	if now-s.base <= k.cfg.maxDelta/2 {
 		return
 	}
-	if len(s.ctrl) == 0 {
-		s.base = now
-		return
+	if now-s.base > k.cfg.maxDelta {
+		// Every bucket is full (no state reaches that far ahead), and the
+		// shift would overflow.
+		clear(s.tats)
+	} else {
+		shift := (now - s.base) * k.cfg.n
+		for key, tat := range s.tats {
+			s.tats[key] = tat - shift
+		}
+		s.sweep(0)
 	}
-	k.rebuild(s, len(s.ctrl), now)
+	s.base = now
 }
 
 // step decides n permits for key at now. The caller holds s.mu and has
-// called rebase. It returns the state before, for undo, and whether the key
-// had a slot.
-func (k *KeyedTokenBucket[K]) step(s *bucketShard[K], key K, h uint64, now int64, n int) (ok bool, retry int64) {
+// called rebase.
+func (k *KeyedTokenBucket[K]) step(s *bucketShard[K], key K, now int64, n int) (ok bool, retry int64) {
 	c := k.cfg
-	var tat int64
-	i, found := 0, false
-	if len(s.ctrl) > 0 {
-		if i, found = s.find(key, h); found {
-			tat = s.slots[i].tat
-		}
-	}
-	next, retry, ok := c.step(tat, (now-s.base)*c.n, int64(n))
+	nows := (now - s.base) * c.n
+	tat, found := s.tats[key] // not found: a full bucket, as any tat <= nows
+	next, retry, ok := c.step(tat, nows, int64(n))
 	if !ok || next == tat {
 		return ok, retry
 	}
-	if !found {
-		k.makeRoom(s, now)
-		next = (now-s.base)*c.n + int64(n)*c.d
-		i, _ = s.find(key, h)
-		s.ctrl[i] = tagOf(h)
-		s.slots[i].key = key
-		s.count++
+	if found {
+		s.tats[key] = next
+	} else {
+		s.insert(key, next, nows)
 	}
-	s.slots[i].tat = next
 	return true, 0
 }
 
@@ -185,7 +150,7 @@ func (k *KeyedTokenBucket[K]) TryAcquire(key K, n int) Lease {
 		return denied(why, 0)
 	}
 	now := int64(time.Since(k.origin))
-	s, h := k.locate(key)
+	s := k.locate(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.waiting(key) {
@@ -193,7 +158,7 @@ func (k *KeyedTokenBucket[K]) TryAcquire(key K, n int) Lease {
 		return denied(reasonLimited, 0)
 	}
 	k.rebase(s, now)
-	if ok, retry := k.step(s, key, h, now, n); !ok {
+	if ok, retry := k.step(s, key, now, n); !ok {
 		s.rejected++
 		return denied(reasonLimited, time.Duration(retry))
 	}
@@ -234,9 +199,9 @@ func (k *KeyedTokenBucket[K]) acquire(ctx context.Context, key K, n int, silent 
 	if err := ctx.Err(); err != nil {
 		return k.fail(key, silent, ctxDenied(err), err)
 	}
-	s, h := k.locate(key)
+	s := k.locate(key)
 	s.mu.Lock()
-	q, w, l, err := k.enqueue(ctx, s, key, h, n, silent)
+	q, w, l, err := k.enqueue(ctx, s, key, n, silent)
 	s.mu.Unlock()
 	if w == nil {
 		if err != nil {
@@ -244,7 +209,7 @@ func (k *KeyedTokenBucket[K]) acquire(ctx context.Context, key K, n int, silent 
 		}
 		return l, nil
 	}
-	err = q.Wait(ctx, w, func(t time.Time) { k.serve(s, q, key, h, t) })
+	err = q.Wait(ctx, w, func(t time.Time) { k.serve(s, q, key, t) })
 	s.mu.Lock()
 	if q.Len() == 0 && s.waits[key] == q {
 		delete(s.waits, key)
@@ -275,7 +240,7 @@ func (k *KeyedTokenBucket[K]) requestErr(why reason, n int) error {
 // fail counts a failed Acquire, unless silent.
 func (k *KeyedTokenBucket[K]) fail(key K, silent bool, l Lease, err error) (Lease, error) {
 	if !silent {
-		s, _ := k.locate(key)
+		s := k.locate(key)
 		s.mu.Lock()
 		s.rejected++
 		s.mu.Unlock()
@@ -286,7 +251,7 @@ func (k *KeyedTokenBucket[K]) fail(key K, silent bool, l Lease, err error) (Leas
 // enqueue grants at once when the key's queue lets a newcomer be served
 // first and the bucket holds n, fails at once (see waitq.Queue.Take), or
 // queues a waiter in the key's queue (w != nil). The caller holds s.mu.
-func (k *KeyedTokenBucket[K]) enqueue(ctx context.Context, s *bucketShard[K], key K, h uint64, n int, silent bool) (*waitq.Queue, *waitq.Waiter, Lease, error) {
+func (k *KeyedTokenBucket[K]) enqueue(ctx context.Context, s *bucketShard[K], key K, n int, silent bool) (*waitq.Queue, *waitq.Waiter, Lease, error) {
 	if k.closed.Load() { // Close walks the shards under their locks: see Close
 		return nil, nil, denied(reasonClosed, 0), ErrClosed
 	}
@@ -302,7 +267,7 @@ func (k *KeyedTokenBucket[K]) enqueue(ctx context.Context, s *bucketShard[K], ke
 	}
 	w, granted, retry, err := q.Take(ctx, t, int64(n), func(n int64) (bool, time.Duration) {
 		k.rebase(s, now)
-		ok, retry := k.step(s, key, h, now, int(n))
+		ok, retry := k.step(s, key, now, int(n))
 		return ok, time.Duration(retry)
 	})
 	if w == nil {
@@ -325,11 +290,11 @@ func (k *KeyedTokenBucket[K]) enqueue(ctx context.Context, s *bucketShard[K], ke
 
 // serve grants the waiters of key's queue in order while its bucket holds
 // their permits at t. The caller holds s.mu.
-func (k *KeyedTokenBucket[K]) serve(s *bucketShard[K], q *waitq.Queue, key K, h uint64, t time.Time) {
+func (k *KeyedTokenBucket[K]) serve(s *bucketShard[K], q *waitq.Queue, key K, t time.Time) {
 	now := int64(t.Sub(k.origin))
 	k.rebase(s, now)
 	q.Serve(t, func(w *waitq.Waiter) (bool, time.Duration) {
-		ok, retry := k.step(s, key, h, now, int(w.N()))
+		ok, retry := k.step(s, key, now, int(w.N()))
 		if ok && !w.Silent {
 			s.granted++
 		}
@@ -343,7 +308,7 @@ func (k *KeyedTokenBucket[K]) Len() int {
 	for i := range k.shards {
 		s := &k.shards[i]
 		s.mu.Lock()
-		n += s.count
+		n += len(s.tats)
 		s.mu.Unlock()
 	}
 	return n
@@ -357,14 +322,10 @@ func (k *KeyedTokenBucket[K]) Prune() int {
 	for i := range k.shards {
 		s := &k.shards[i]
 		s.mu.Lock()
-		if before := s.count; before > 0 {
-			size := len(s.ctrl)
-			for size > 8 && (s.count+1)*8 < size {
-				size /= 2
-			}
-			k.rebuild(s, size, now)
-			dropped += before - s.count
-		}
+		before := len(s.tats)
+		k.rebase(s, now)
+		s.sweep((now - s.base) * k.cfg.n)
+		dropped += before - len(s.tats)
 		s.mu.Unlock()
 	}
 	return dropped
@@ -418,15 +379,10 @@ func (k *KeyedTokenBucket[K]) Close() error {
 func (k *KeyedTokenBucket[K]) Quota(key K) Quota {
 	c := k.cfg
 	now := int64(time.Since(k.origin))
-	s, h := k.locate(key)
+	s := k.locate(key)
 	s.mu.Lock()
 	k.rebase(s, now)
-	var debt int64
-	if len(s.ctrl) > 0 {
-		if i, found := s.find(key, h); found {
-			debt = max(s.slots[i].tat-(now-s.base)*c.n, 0)
-		}
-	}
+	debt := max(s.tats[key]-(now-s.base)*c.n, 0)
 	waiting := s.waiting(key)
 	s.mu.Unlock()
 	window, ok := mulDivCeil(c.burst, c.d, c.n)
@@ -450,14 +406,12 @@ type bucketPart[K comparable] struct {
 	k     *KeyedTokenBucket[K]
 	s     *bucketShard[K]
 	key   K
-	h     uint64
 	debt  int64 // the key's debt, in scaled units, before the chain's first take
 	takes int
 }
 
 func (k *KeyedTokenBucket[K]) resolve(key K) (Limiter, part, pinner, error) {
-	s, h := k.locate(key)
-	return nil, &bucketPart[K]{k: k, s: s, key: key, h: h}, nil, nil
+	return nil, &bucketPart[K]{k: k, s: k.locate(key), key: key}, nil, nil
 }
 
 func (k *KeyedTokenBucket[K]) givesBack(K) bool { return false }
@@ -469,7 +423,7 @@ func (k *KeyedTokenBucket[K]) await(ctx context.Context, key K, n int) (Lease, e
 
 // countGrant counts a grant to key that a Chain made through await.
 func (k *KeyedTokenBucket[K]) countGrant(key K) {
-	s, _ := k.locate(key)
+	s := k.locate(key)
 	s.mu.Lock()
 	s.granted++
 	s.mu.Unlock()
@@ -487,25 +441,13 @@ func (p *bucketPart[K]) take(t time.Time, n int) (bool, reason, int64) {
 	}
 	now := int64(t.Sub(k.origin))
 	if p.takes == 0 {
-		// Rebase and make room before recording the state to restore, so
-		// that no rebuild comes between the take and its undo.
+		// Rebase before recording the state to restore: at the chain's one
+		// instant no later take rebases again, so base stays put until the
+		// undo.
 		k.rebase(s, now)
-		if len(s.ctrl) == 0 {
-			k.makeRoom(s, now)
-		}
-		i, found := s.find(p.key, p.h)
-		if !found {
-			k.makeRoom(s, now)
-			i, _ = s.find(p.key, p.h)
-			s.ctrl[i] = tagOf(p.h)
-			s.slots[i] = bucketSlot[K]{key: p.key, tat: (now - s.base) * k.cfg.n} // full: as if new
-			s.count++
-		}
-		// The debt at now, which another key's insertion (a rebuild,
-		// rebasing the shard) does not change.
-		p.debt = max(s.slots[i].tat-(now-s.base)*k.cfg.n, 0)
+		p.debt = max(s.tats[p.key]-(now-s.base)*k.cfg.n, 0)
 	}
-	ok, retry := k.step(s, p.key, p.h, now, n)
+	ok, retry := k.step(s, p.key, now, n)
 	if ok {
 		p.takes++
 	}
@@ -516,9 +458,13 @@ func (p *bucketPart[K]) take(t time.Time, n int) (bool, reason, int64) {
 // before (a full bucket, as for a new key, is any state at or before now).
 func (p *bucketPart[K]) undo(t time.Time, _ int) {
 	if p.takes--; p.takes == 0 {
+		s := p.s
+		if p.debt == 0 {
+			delete(s.tats, p.key)
+			return
+		}
 		now := int64(t.Sub(p.k.origin))
-		i, _ := p.s.find(p.key, p.h)
-		p.s.slots[i].tat = p.debt + (now-p.s.base)*p.k.cfg.n
+		s.tats[p.key] = p.debt + (now-s.base)*p.k.cfg.n
 	}
 }
 
