@@ -219,7 +219,9 @@
 // just before its instant and waits the rest precisely: on Linux on one OS
 // timer the whole process shares, elsewhere by polling the clock. The grant
 // is booked at that instant, never earlier. [QueueOptions].Spin fixes how
-// long that rest is instead of the lateness the process has observed. In a
+// long that rest is instead of the lateness the process has observed;
+// [QueueOptions].PlainTimers waits on the timer alone, saving the CPU of
+// the precise end at the cost of the timer's lateness. In a
 // testing/synctest bubble the waiter waits on its timer alone. A Chain's
 // Acquire and a KeyedTokenBucket key's queue wait the same way.
 //

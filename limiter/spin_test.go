@@ -62,6 +62,9 @@ func TestSpinInBubble(t *testing.T) {
 						t.Fatalf("Spin %v order %d: grants at %v, want %v", spin, order, got, want)
 					}
 				}
+				if got := workload(t, a, QueueOptions{PlainTimers: true, Order: order}); !slices.Equal(got, want) {
+					t.Fatalf("PlainTimers order %d: grants at %v, want %v", order, got, want)
+				}
 			}
 		})
 	}
@@ -103,6 +106,24 @@ func TestSpinReachesWakeTime(t *testing.T) {
 		t.Fatal("first slot refused")
 	}
 	for range 5 {
+		start := time.Now()
+		retry := lb.TryAcquire(1).RetryAfter()
+		if _, err := lb.Acquire(context.Background(), 1); err != nil {
+			t.Fatal(err)
+		}
+		if waited := time.Since(start); retry > 0 && waited < retry {
+			t.Fatalf("granted after %v, before the slot %v away", waited, retry)
+		}
+	}
+}
+
+// On the real clock, a queue with PlainTimers grants on its Go timer, never
+// before the slot, whatever its lateness.
+func TestPlainTimersReachWakeTime(t *testing.T) {
+	lb, _ := NewLeakyBucket(LeakyBucketOptions{Rate: Per(1, 2*time.Millisecond),
+		Queue: QueueOptions{PlainTimers: true}})
+	lb.TryAcquire(1)
+	for range 3 {
 		start := time.Now()
 		retry := lb.TryAcquire(1).RetryAfter()
 		if _, err := lb.Acquire(context.Background(), 1); err != nil {
