@@ -23,7 +23,9 @@ type retainingLimiter struct {
 	after bool // register a context.AfterFunc on each context
 }
 
-func (l *retainingLimiter) TryAcquire(int) limiter.Lease { return limiter.Denied(limiter.ErrLimited, 0) }
+func (l *retainingLimiter) TryAcquire(int) limiter.Lease {
+	return limiter.Denied(limiter.ErrLimited, 0)
+}
 
 func (l *retainingLimiter) Acquire(ctx context.Context, n int) (limiter.Lease, error) {
 	l.mu.Lock()
