@@ -22,9 +22,10 @@ func (b *bucket) initBucket(c *gcraConfig, q QueueOptions) {
 // compare-and-swap.
 func (b *bucket) TryAcquire(n int) Lease {
 	if b.q.Idle() && n >= 0 {
-		switch st, retry := b.g.tryTake(b.now(), int64(n), true); st {
+		now := b.now()
+		switch st, retry := b.g.tryTake(now, int64(n), true); st {
 		case takeOK:
-			return grantedLease(nil, n) // counted by tryTake
+			return grantedLease(&b.rl, n, now) // counted by tryTake
 		case takeLimited:
 			return b.reject(reasonLimited, retry)
 		}
@@ -39,8 +40,9 @@ func (b *bucket) Acquire(ctx context.Context, n int) (Lease, error) {
 		panic("limiter: nil Context")
 	}
 	if b.q.Idle() && n >= 0 && ctx.Err() == nil {
-		if st, _ := b.g.tryTake(b.now(), int64(n), true); st == takeOK {
-			return grantedLease(nil, n), nil // counted by tryTake
+		now := b.now()
+		if st, _ := b.g.tryTake(now, int64(n), true); st == takeOK {
+			return grantedLease(&b.rl, n, now), nil // counted by tryTake
 		}
 	}
 	return b.acquire(ctx, n)

@@ -57,13 +57,11 @@ func Chain(ls ...Limiter) Limiter {
 		}
 	}
 	c.q.Init(&c.mu, waitq.Options{})
+	c.origin = time.Now()
 	c.static = true
 	for _, l := range c.ls {
 		if _, ok := l.(based); !ok {
 			c.static = false
-		}
-		if givesBack(l) {
-			c.rel = c
 		}
 	}
 	return c
@@ -72,12 +70,13 @@ func Chain(ls ...Limiter) Limiter {
 type chain struct {
 	ls []Limiter
 	// static: every member is one of this package's six limiters, whose
-	// leases are rebuilt from the member and the count, so the chain's lease
-	// needs no allocation.
+	// leases are rebuilt from the member, the count and the instant, so the
+	// chain's lease needs no allocation: the chain itself releases and
+	// settles it.
 	static bool
-	// rel is the Releaser of a static chain's leases: the chain itself when
-	// a member takes permits back, else nil (Release does nothing).
-	rel Releaser
+	// origin is the instant a static chain's leases count their grant
+	// instant from; each member's is its own.
+	origin time.Time
 
 	mu sync.Mutex
 	q  waitq.Queue // oldest first; its head decides
@@ -95,6 +94,16 @@ func (c *chain) ReleasePermits(n int) {
 		if r, ok := c.ls[i].(Releaser); ok {
 			r.ReleasePermits(n)
 		}
+	}
+}
+
+// settleAt settles a static chain's lease, granted at instant at of the
+// chain, with every member at that instant of its own.
+func (c *chain) settleAt(at int64, granted, actual int) {
+	t := c.origin.Add(time.Duration(at))
+	for _, l := range c.ls {
+		b := l.(based).core()
+		b.settleAt(b.instant(t), granted, actual)
 	}
 }
 
@@ -224,7 +233,7 @@ func (c *chain) serve(ctx context.Context, n int) (Lease, error) {
 		waited = d <= 0
 		if d > 0 {
 			if err := pastDeadline(ctx, d); err != nil {
-				lease.why = reasonDeadline
+				lease.x = int64(reasonDeadline)
 				return lease, fmt.Errorf("limiter: chain: %w", err)
 			}
 			if pt.Until(ctx, nil, time.Now().Add(d), 0) == precise.Done {
@@ -285,7 +294,7 @@ func awaitMember(ctx context.Context, m Limiter, n int) (Lease, error) {
 func givesBack(l Limiter) bool {
 	switch m := l.(type) {
 	case based:
-		return m.core().rel != nil
+		return m.core().returns
 	case *chain:
 		for _, x := range m.ls {
 			if givesBack(x) {
@@ -317,6 +326,19 @@ func (c *chain) isIdle() bool {
 		}
 	}
 	return true
+}
+
+// AppendQuotas appends each member's Quota to dst, in member order, and
+// returns the extended slice: a keyed member's is its key's limiter's, a
+// member that reports none appends the zero Quota. A caller that tells
+// clients about every policy in force (HTTP's RateLimit-Policy) lists them
+// all; Quota gives the one that would refuse first.
+func (c *chain) AppendQuotas(dst []Quota) []Quota {
+	for _, l := range c.ls {
+		q, _ := QuotaOf(l)
+		dst = append(dst, q)
+	}
+	return dst
 }
 
 // Quota returns the Quota of the member with the fewest permits remaining

@@ -18,8 +18,8 @@ type part interface {
 	undo(t time.Time, n int)
 	// settle publishes the part's state before its mutex is released.
 	settle()
-	// grant returns the member's lease after the chain granted.
-	grant(n int) Lease
+	// grant returns the member's lease after the chain granted at t.
+	grant(t time.Time, n int) Lease
 	// refuse counts the member's refusal.
 	refuse()
 }
@@ -63,8 +63,8 @@ func (p basePart) take(t time.Time, n int) (bool, reason, int64) {
 func (p basePart) undo(t time.Time, n int) { p.b.pol.untake(p.b.instant(t), n) }
 func (p basePart) settle()                 { p.b.pol.unhold() }
 
-func (p basePart) grant(n int) Lease { return p.b.grant(n) }
-func (p basePart) refuse()           { p.b.rejected.Add(1) }
+func (p basePart) grant(t time.Time, n int) Lease { return p.b.grant(n, p.b.instant(t)) }
+func (p basePart) refuse()                        { p.b.rejected.Add(1) }
 
 // slot is one member of a chain decision: a part decided under its lock,
 // or a member from outside this package, decided by TryAcquire.
@@ -105,12 +105,13 @@ func (c *chain) decide(n, skip int, have Lease, count bool) (Lease, int) {
 		c.giveBack(skip, have)
 		return refused, slots[i].member
 	}
-	if refused, i := decideParts(slots, n, count); i >= 0 {
+	refused, i, t := decideParts(slots, n, count)
+	if i >= 0 {
 		releaseTaken(slots)
 		c.giveBack(skip, have)
 		return refused, slots[i].member
 	}
-	return c.lease(slots, n, skip, have), -1
+	return c.lease(slots, n, skip, have, t), -1
 }
 
 // resolve lists the chain's members as slots, resolving keyed members to
@@ -171,14 +172,14 @@ func tryForeign(slots []slot, n int) (Lease, int) {
 		}
 		s.taken = true
 	}
-	return grantedLease(nil, 0), -1
+	return grantedLease(nil, 0, 0), -1
 }
 
 // decideParts locks every part's mutex in one process-wide order (by
 // address), takes n from each at one instant, and undoes every take if one
 // refuses, before unlocking. It returns the refusal and the slot's index,
-// or index -1 when every part granted.
-func decideParts(slots []slot, n int, count bool) (Lease, int) {
+// or index -1 when every part granted, and the instant it decided at.
+func decideParts(slots []slot, n int, count bool) (Lease, int, time.Time) {
 	var mbuf [8]*sync.Mutex
 	mus := mbuf[:0]
 	for i := range slots {
@@ -224,7 +225,7 @@ func decideParts(slots []slot, n int, count bool) (Lease, int) {
 	for i := len(mus) - 1; i >= 0; i-- {
 		mus[i].Unlock()
 	}
-	return refused, at
+	return refused, at, t
 }
 
 // releaseTaken releases the leases of the foreign members taken before a
@@ -239,7 +240,7 @@ func releaseTaken(slots []slot) {
 }
 
 // lease builds the chain's granted lease.
-func (c *chain) lease(slots []slot, n, skip int, have Lease) Lease {
+func (c *chain) lease(slots []slot, n, skip int, have Lease, t time.Time) Lease {
 	if skip >= 0 {
 		if a, ok := c.ls[skip].(awaiter); ok {
 			a.countGrant() // the member the chain waited in: now a grant
@@ -249,15 +250,15 @@ func (c *chain) lease(slots []slot, n, skip int, have Lease) Lease {
 		// The member whose lease the caller waited for (skip) is a
 		// Concurrency, which releasing the chain releases too.
 		for i := range slots {
-			slots[i].p.grant(n)
+			slots[i].p.grant(t, n)
 		}
-		return grantedLease(c.rel, n)
+		return grantedLease(c, n, int64(t.Sub(c.origin)))
 	}
 	held := make(heldLeases, 0, len(slots)+1)
 	for i := range slots {
 		s := &slots[i]
 		if s.p != nil {
-			s.lease = s.p.grant(n)
+			s.lease = s.p.grant(t, n)
 		}
 		if s.pin != nil {
 			s.lease = s.pin.wrap(s.lease)
@@ -271,5 +272,5 @@ func (c *chain) lease(slots []slot, n, skip int, have Lease) Lease {
 	if skip >= 0 {
 		held = append(held, have)
 	}
-	return grantedLease(held, n)
+	return grantedLease(held, n, 0)
 }

@@ -237,6 +237,32 @@
 // Limiters outside this package take part by making leases with [NewLease]
 // whose Releaser is also a [Reporter] or a [Settler].
 //
+// Leases of the six limiters, of [Keyed.For] and [KeyedTokenBucket.For],
+// and of a [Chain] of them settle, and the bounds then hold over the actual
+// costs. Count each lease at the instant it was granted, at its actual
+// cost once settled and at its permits until then. Every grant g keeps its
+// limiter's bound over the windows that end with g (the token bucket's
+// Burst + Rate·t over every interval [s, g]; a pacer's spacing; the
+// permits in g's fixed, sliding or log window; the permits held at g)
+// provided every lease granted before g that used more than its permits
+// was settled before g. Overuse is booked at once as a debt that later
+// grants pay: no grant comes until the bound over the actual costs allows
+// it. Unused permits come back as far as no later grant can have relied on
+// them: a token bucket or pacer gives back the part of the lease's cost
+// that has not refilled since its grant (all of it when settled at once,
+// nothing once its cost has refilled, nothing for a lease granted before
+// a SetRate); a window limiter gives back while the lease's window (fixed),
+// segment (sliding) or instant (log) still counts; a concurrency limiter at
+// once, and the settled lease then holds, and releases, its actual permits.
+// A debt larger than the limit is the same as the limit (the window or the
+// semaphore is full), and a token bucket caps one where its integer
+// arithmetic ends (two scaled limits ahead: at least days of refill). A
+// Keyed key evicted while a lease of its For limiter was out takes the
+// debt into the key's next limiter, from the settlement on. Leases taken
+// with a key rather than through For settle less: Keyed's with the limiter
+// that granted them, even if it was evicted since (the debt is then lost);
+// KeyedTokenBucket's not at all.
+//
 // # Close and Stats
 //
 // Each of the six limiters has Close, which fails every queued waiter

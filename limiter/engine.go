@@ -46,6 +46,12 @@ type policy interface {
 	// uncounted returns the grants the state records that base.granted
 	// does not count yet (see gcra); the caller holds base.mu.
 	uncounted() int64
+
+	// settle books, at now, the actual cost of a lease of granted permits
+	// granted at instant at (negative: unknown): overuse as a debt that
+	// later grants pay, unused permits back as far as no grant since can
+	// have relied on them (see Lease.Settle). The caller holds base.mu.
+	settle(now, at, granted, actual int64)
 }
 
 // lockedState is the policy methods of a state that the lock-free fast
@@ -67,10 +73,12 @@ func (lockedState) uncounted() int64 { return 0 }
 // writes (the algorithm's state word and the counters, so that the line a
 // compare-and-swap takes is the one the counter needs); then the lock.
 type base struct {
-	q      waitq.Queue // guarded by mu
-	origin time.Time
-	pol    policy
-	rel    Releaser // set on granted leases; nil for rate limiters
+	q       waitq.Queue // guarded by mu
+	origin  time.Time
+	pol     policy
+	rel     Releaser  // the Releaser of granted leases: the Concurrency, or &rl
+	returns bool      // permits come back on release (a Concurrency)
+	rl      rateLease // a rate limiter's leases' Releaser
 
 	_        [64]byte
 	word     atomic.Int64 // the lock-free state: GCRA's tat, Concurrency's free permits
@@ -81,9 +89,17 @@ type base struct {
 	mu sync.Mutex
 }
 
+// init readies b for policy p. rel is the Releaser of granted leases of a
+// limiter whose permits come back (a Concurrency); nil for a rate limiter,
+// whose leases get one that releases nothing and settles.
 func (b *base) init(p policy, rel Releaser, q QueueOptions) {
 	b.origin = time.Now()
 	b.pol = p
+	b.rl.b = b
+	b.returns = rel != nil
+	if rel == nil {
+		rel = &b.rl
+	}
 	b.rel = rel
 	b.q.Init(&b.mu, q.waitq())
 }
@@ -94,9 +110,10 @@ func (b *base) now() int64 { return int64(time.Since(b.origin)) }
 // instant returns t in the limiter's time: nanoseconds since it was made.
 func (b *base) instant(t time.Time) int64 { return int64(t.Sub(b.origin)) }
 
-func (b *base) grant(n int) Lease {
+// grant counts a grant of n permits at instant at and returns its lease.
+func (b *base) grant(n int, at int64) Lease {
 	b.granted.Add(1)
-	return grantedLease(b.rel, n)
+	return grantedLease(b.rel, n, at)
 }
 
 func (b *base) reject(why reason, retry int64) Lease {
@@ -146,10 +163,11 @@ func (b *base) tryAcquire(n int) Lease {
 		b.mu.Unlock()
 		return b.reject(reasonLimited, 0)
 	}
-	ok, retry := b.pol.take(b.now(), n)
+	now := b.now()
+	ok, retry := b.pol.take(now, n)
 	b.mu.Unlock()
 	if ok {
-		return b.grant(n)
+		return b.grant(n, now)
 	}
 	return b.reject(reasonLimited, retry)
 }
@@ -208,7 +226,7 @@ func (b *base) wait(ctx context.Context, n int, silent bool) (Lease, error) {
 		if !silent {
 			b.granted.Add(1)
 		}
-		return grantedLease(b.rel, n), nil
+		return grantedLease(b.rel, n, now), nil
 	case err != nil:
 		return b.refuse(silent, reasonOf(err), retry), err
 	}
@@ -219,7 +237,7 @@ func (b *base) wait(ctx context.Context, n int, silent bool) (Lease, error) {
 	if err := b.q.Wait(ctx, w, b.serve); err != nil {
 		return b.refuse(silent, reasonOf(err), w.RetryAfter()), err
 	}
-	return grantedLease(b.rel, n), nil
+	return grantedLease(b.rel, n, w.Stamp), nil
 }
 
 // refuse counts a refusal (unless silent) and returns its lease.
@@ -236,8 +254,11 @@ func (b *base) serve(t time.Time) {
 	now := b.instant(t)
 	b.q.Serve(t, func(w *waitq.Waiter) (bool, time.Duration) {
 		ok, retry := b.pol.take(now, int(w.N()))
-		if ok && !w.Silent {
-			b.granted.Add(1)
+		if ok {
+			w.Stamp = now
+			if !w.Silent {
+				b.granted.Add(1)
+			}
 		}
 		return ok, time.Duration(retry)
 	})
@@ -287,4 +308,40 @@ func (b *base) isIdle() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.q.Len() == 0 && b.pol.idle(b.now())
+}
+
+// rateLease is the Releaser of a rate limiter's granted leases: Release
+// does nothing (the permits are spent), and Settle settles with the
+// limiter at the grant's instant, which the lease carries.
+type rateLease struct{ b *base }
+
+// ReleasePermits does nothing: a rate limiter's permits are spent.
+func (r *rateLease) ReleasePermits(int) {}
+
+// SettlePermits settles a lease whose grant instant is not known: it books
+// overuse as debt and gives nothing back.
+func (r *rateLease) SettlePermits(granted, actual int) { r.b.settleAt(-1, granted, actual) }
+
+func (r *rateLease) settleAt(at int64, granted, actual int) { r.b.settleAt(at, granted, actual) }
+
+// settler is the Releaser of a lease of this package that settles with
+// the instant of the grant, which the lease carries (Lease.Settle).
+type settler interface {
+	settleAt(at int64, granted, actual int)
+}
+
+// settleAt settles a lease of granted permits granted at instant at
+// (negative: unknown) with its actual cost, and serves the queue again:
+// permits given back may serve it sooner, a debt later.
+func (b *base) settleAt(at int64, granted, actual int) {
+	if granted < 0 || actual < 0 {
+		return
+	}
+	b.mu.Lock()
+	t := time.Now()
+	b.pol.settle(b.instant(t), at, int64(granted), int64(actual))
+	if b.q.Len() > 0 {
+		b.serve(t)
+	}
+	b.mu.Unlock()
 }

@@ -53,6 +53,7 @@ type gcraConfig struct {
 	mask     int64 // 1<<shift - 1
 	pacer    bool
 	rate     Rate
+	since    int64 // ns since origin when the rate took effect (the units of settlements)
 }
 
 const (
@@ -311,8 +312,67 @@ func (g *gcra) reconfigure(now int64, nc *gcraConfig) {
 		// compare-and-swap lands as if it ran before the change.
 	}
 	nc.base = now
+	if nc.n != c.n || nc.d != c.d {
+		nc.since = now
+	} else {
+		nc.since = c.since
+	}
 	g.cfg.Store(nc)
 	g.publish(newTat)
+}
+
+// settle books a settled lease at now (see policy.settle): the state moves
+// by the permits' cost, computed by settled, in the units of the rate the
+// lease was granted at; a lease granted before the rate last changed gives
+// nothing back.
+func (g *gcra) settle(now, at, granted, actual int64) {
+	c := g.cfg.Load()
+	if now-c.base > c.maxDelta {
+		nc := *c
+		g.reconfigure(now, &nc) // rebase, as take does
+		c = g.cfg.Load()
+	}
+	ago := int64(-1)
+	if at >= c.since && at <= now && granted <= c.maxReq {
+		ago = now - at
+	}
+	tat, _ := g.lockTat()
+	g.publish(c.settled(tat, (now-c.base)*c.n, ago, granted, actual))
+}
+
+// settled returns the state tat, at scaled instant nows, after a lease of
+// granted permits, granted ago ns before (negative: unknown), is settled
+// at its actual cost.
+//
+// Overuse adds its cost to the state: later grants wait until it is paid
+// (capped where the arithmetic ends, two limits of scaled time ahead). When
+// the grant's instant is not known, the debt runs from now, not from the
+// state, which may be in the past: the cost is then charged as if the
+// lease had been granted now, on the safe side.
+//
+// Unused permits come back only as far as no grant since can have relied
+// on them. The state is never below what a bucket charged the actual
+// costs all along would hold: giving back u permits lowers that one by
+// min(u·d, the least debt any later grant found), and every later grant
+// found a debt of at least the lease's own cost, granted·d, less the time
+// since: so the cost not yet refilled since the grant comes back, at most
+// the unused permits'. Settled at once, a lease gives back all it did not
+// use; settled after its permits have refilled, nothing.
+func (c *gcraConfig) settled(tat, nows, ago, granted, actual int64) int64 {
+	if actual > granted {
+		if ago < 0 {
+			tat = max(tat, nows)
+		}
+		if room := nows + 2*c.limit - tat; room > 0 {
+			return tat + min(actual-granted, room/c.d)*c.d
+		}
+		return tat
+	}
+	cost := granted * c.d // granted <= maxReq: no overflow
+	if ago < 0 || ago > cost/c.n {
+		return tat
+	}
+	return tat - min((granted-actual)*c.d, cost-ago*c.n)
 }
 
 // take is the locked path: it moves a full count of uncounted grants to the

@@ -163,7 +163,7 @@ func (k *KeyedTokenBucket[K]) TryAcquire(key K, n int) Lease {
 		return denied(reasonLimited, time.Duration(retry))
 	}
 	s.granted++
-	return grantedLease(nil, n)
+	return grantedLease(nil, n, now)
 }
 
 func (k *KeyedTokenBucket[K]) check(n int) reason {
@@ -218,7 +218,7 @@ func (k *KeyedTokenBucket[K]) acquire(ctx context.Context, key K, n int, silent 
 	if err != nil {
 		return k.fail(key, silent, denied(reasonOf(err), w.RetryAfter()), err)
 	}
-	return grantedLease(nil, n), nil
+	return grantedLease(nil, n, w.Stamp), nil
 }
 
 // waiting reports whether Acquire calls wait on key. The caller holds s.mu.
@@ -276,7 +276,7 @@ func (k *KeyedTokenBucket[K]) enqueue(ctx context.Context, s *bucketShard[K], ke
 		}
 		if granted {
 			s.granted += boolInt(!silent)
-			return nil, nil, grantedLease(nil, n), nil
+			return nil, nil, grantedLease(nil, n, now), nil
 		}
 		return nil, nil, denied(reasonOf(err), retry), err
 	}
@@ -295,8 +295,9 @@ func (k *KeyedTokenBucket[K]) serve(s *bucketShard[K], q *waitq.Queue, key K, t 
 	k.rebase(s, now)
 	q.Serve(t, func(w *waitq.Waiter) (bool, time.Duration) {
 		ok, retry := k.step(s, key, now, int(w.N()))
-		if ok && !w.Silent {
-			s.granted++
+		if ok {
+			w.Stamp = now
+			s.granted += boolInt(!w.Silent)
 		}
 		return ok, time.Duration(retry)
 	})
@@ -353,7 +354,7 @@ func (k *KeyedTokenBucket[K]) Stats() Stats {
 
 // For returns the Limiter of one key: its TryAcquire and Acquire are those
 // of k with key, so it can be handed to anything that takes a Limiter.
-func (k *KeyedTokenBucket[K]) For(key K) Limiter { return forKey[K]{k, key} }
+func (k *KeyedTokenBucket[K]) For(key K) Limiter { return &forKey[K]{k, key} }
 
 // Close fails every waiting Acquire with ErrClosed and makes later calls
 // fail with ErrClosed. It returns nil, also when called again.
@@ -406,12 +407,13 @@ type bucketPart[K comparable] struct {
 	k     *KeyedTokenBucket[K]
 	s     *bucketShard[K]
 	key   K
-	debt  int64 // the key's debt, in scaled units, before the chain's first take
+	rel   Releaser // the key's For limiter, which settles its leases
+	debt  int64    // the key's debt, in scaled units, before the chain's first take
 	takes int
 }
 
-func (k *KeyedTokenBucket[K]) resolve(key K) (Limiter, part, pinner, error) {
-	return nil, &bucketPart[K]{k: k, s: k.locate(key), key: key}, nil, nil
+func (k *KeyedTokenBucket[K]) resolve(key K, rel Releaser) (Limiter, part, pinner, error) {
+	return nil, &bucketPart[K]{k: k, s: k.locate(key), key: key, rel: rel}, nil, nil
 }
 
 func (k *KeyedTokenBucket[K]) givesBack(K) bool { return false }
@@ -470,11 +472,57 @@ func (p *bucketPart[K]) undo(t time.Time, _ int) {
 
 func (p *bucketPart[K]) settle() {}
 
-func (p *bucketPart[K]) grant(n int) Lease {
+func (p *bucketPart[K]) grant(t time.Time, n int) Lease {
 	p.s.mu.Lock()
 	p.s.granted++
 	p.s.mu.Unlock()
-	return grantedLease(nil, n)
+	return grantedLease(p.rel, n, int64(t.Sub(p.k.origin)))
 }
 
 func (p *bucketPart[K]) refuse() { p.s.rejected++ }
+
+// adopt makes a lease of key's bucket, granted by the For limiter f, one
+// that f settles.
+func (k *KeyedTokenBucket[K]) adopt(f Releaser, l Lease) Lease {
+	if l.granted() {
+		l.rel = f
+	}
+	return l
+}
+
+// settle settles a lease of key's bucket granted at instant at of k (see
+// Lease.Settle), as a TokenBucket does, and serves the key's queue again.
+func (k *KeyedTokenBucket[K]) settle(key K, at int64, granted, actual int) {
+	if granted < 0 || actual < 0 {
+		return
+	}
+	c := k.cfg
+	t := time.Now()
+	now := int64(t.Sub(k.origin))
+	s := k.locate(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k.rebase(s, now)
+	ago := int64(-1)
+	if at >= 0 && at <= now && int64(granted) <= c.maxReq {
+		ago = now - at
+	}
+	nows := (now - s.base) * c.n
+	tat, found := s.tats[key]
+	if !found {
+		// A full bucket, whose state was at or before now when it was
+		// dropped: from now is the safe side for a debt.
+		tat = nows
+	}
+	switch next := c.settled(tat, nows, ago, int64(granted), int64(actual)); {
+	case next > nows && found:
+		s.tats[key] = next
+	case next > nows:
+		s.insert(key, next, nows)
+	default:
+		delete(s.tats, key) // full: as if new
+	}
+	if q := s.waits[key]; q != nil && q.Len() > 0 {
+		k.serve(s, q, key, t)
+	}
+}

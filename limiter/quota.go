@@ -34,6 +34,13 @@ type Quoter interface {
 	Quota() Quota
 }
 
+// QuotaAppender is implemented by limiters that enforce several policies
+// at once, a Chain among them: AppendQuotas appends the Quota of each
+// policy, in order, to dst and returns the extended slice.
+type QuotaAppender interface {
+	AppendQuotas(dst []Quota) []Quota
+}
+
 // QuotaOf returns lim's Quota, or the zero Quota and false when lim does not
 // implement Quoter (or reports the zero Quota).
 func QuotaOf(lim Limiter) (Quota, bool) {

@@ -132,6 +132,21 @@ func (p *slidingWindow) take(now int64, n int) (bool, int64) {
 // that empties it.
 func (p *slidingWindow) untake(_ int64, n int) { p.log.untake(int64(n)) }
 
+// settle books a settled lease (see policy.settle): overuse is logged as
+// granted now (a debt beyond the limit is the same as the limit: no grant
+// for a window); unused permits come out of the lease's own entry (its
+// segment, or its instant for the log) while it is in the window.
+func (p *slidingWindow) settle(now, at, granted, actual int64) {
+	cur := p.roll(now)
+	if actual > granted {
+		p.log.add(cur, min(actual-granted, p.limit))
+		return
+	}
+	if at >= 0 && at <= now {
+		p.log.giveBack(p.segOf(at), granted-actual)
+	}
+}
+
 func (p *slidingWindow) maxRequest() int64 { return p.limit }
 
 func (p *slidingWindow) available(now int64) int64 {

@@ -75,8 +75,10 @@ type Waiter struct {
 	err        error
 	retry      time.Duration // with a deadline's error: the wait the head knew of
 	// Silent marks a waiter whose grant the owner does not count (a
-	// Chain's wait in its member's queue). The queue only carries it.
+	// Chain's wait in its member's queue), and Stamp is the owner's record
+	// of when it granted the waiter. The queue only carries them.
 	Silent bool
+	Stamp  int64
 }
 
 // N returns the permits w asks for.
