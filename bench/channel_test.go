@@ -93,48 +93,37 @@ func BenchmarkChanPair(b *testing.B) {
 		}
 		sinkInt = i
 	})
-	for _, l := range chanLimiters() {
-		b.Run(l.name, func(b *testing.B) {
-			c := channel.New[int](l.lim())
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				if err := c.Send(ctx, i); err != nil {
-					b.Fatal(err)
+	// Each limiter with context.Background, and (but for the nil limiter)
+	// with a cancellable context, as real callers pass: Send reads ctx.Err,
+	// then asks TryAcquire, which grants.
+	cancelled, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for _, suffix := range []string{"", "-cancelctx"} {
+		for _, l := range chanLimiters() {
+			ctx := ctx
+			if suffix != "" {
+				if l.name == "chan-nil" {
+					continue
 				}
-				v, err := c.Recv(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				i = v + 1
+				ctx = cancelled
 			}
-			sinkInt = i
-		})
-	}
-	// The same pair with a cancellable context, as real callers pass: Send
-	// reads ctx.Err, then asks TryAcquire, which grants.
-	for _, l := range chanLimiters() {
-		if l.name == "chan-nil" {
-			continue
+			b.Run(l.name+suffix, func(b *testing.B) {
+				c := channel.New[int](l.lim())
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					if err := c.Send(ctx, i); err != nil {
+						b.Fatal(err)
+					}
+					v, err := c.Recv(ctx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					i = v + 1
+				}
+				sinkInt = i
+			})
 		}
-		b.Run(l.name+"-cancelctx", func(b *testing.B) {
-			ctx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			c := channel.New[int](l.lim())
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				if err := c.Send(ctx, i); err != nil {
-					b.Fatal(err)
-				}
-				v, err := c.Recv(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				i = v + 1
-			}
-			sinkInt = i
-		})
 	}
 	b.Run("chan-unlimited-try", func(b *testing.B) {
 		c := channel.New[int](chanUnlimited{})

@@ -98,39 +98,23 @@ func TestSpinStopsOnCancelAndClose(t *testing.T) {
 	}
 }
 
-// On the real clock a spinning waiter is granted, never before its time.
+// On the real clock a spinning waiter is granted, never before its time,
+// and so is one waiting on plain timers, whatever their lateness.
 func TestSpinReachesWakeTime(t *testing.T) {
-	lb, _ := NewLeakyBucket(LeakyBucketOptions{Rate: Per(1, 200*time.Microsecond),
-		Queue: QueueOptions{Spin: time.Second}})
-	if !lb.TryAcquire(1).Granted() {
-		t.Fatal("first slot refused")
-	}
-	for range 5 {
-		start := time.Now()
-		retry := lb.TryAcquire(1).RetryAfter()
-		if _, err := lb.Acquire(context.Background(), 1); err != nil {
-			t.Fatal(err)
+	for _, q := range []QueueOptions{{Spin: time.Second}, {PlainTimers: true}} {
+		lb, _ := NewLeakyBucket(LeakyBucketOptions{Rate: Per(1, 200*time.Microsecond), Queue: q})
+		if !lb.TryAcquire(1).Granted() {
+			t.Fatal("first slot refused")
 		}
-		if waited := time.Since(start); retry > 0 && waited < retry {
-			t.Fatalf("granted after %v, before the slot %v away", waited, retry)
-		}
-	}
-}
-
-// On the real clock, a queue with PlainTimers grants on its Go timer, never
-// before the slot, whatever its lateness.
-func TestPlainTimersReachWakeTime(t *testing.T) {
-	lb, _ := NewLeakyBucket(LeakyBucketOptions{Rate: Per(1, 2*time.Millisecond),
-		Queue: QueueOptions{PlainTimers: true}})
-	lb.TryAcquire(1)
-	for range 3 {
-		start := time.Now()
-		retry := lb.TryAcquire(1).RetryAfter()
-		if _, err := lb.Acquire(context.Background(), 1); err != nil {
-			t.Fatal(err)
-		}
-		if waited := time.Since(start); retry > 0 && waited < retry {
-			t.Fatalf("granted after %v, before the slot %v away", waited, retry)
+		for range 5 {
+			start := time.Now()
+			retry := lb.TryAcquire(1).RetryAfter()
+			if _, err := lb.Acquire(context.Background(), 1); err != nil {
+				t.Fatal(err)
+			}
+			if waited := time.Since(start); retry > 0 && waited < retry {
+				t.Fatalf("%+v: granted after %v, before the slot %v away", q, waited, retry)
+			}
 		}
 	}
 }
