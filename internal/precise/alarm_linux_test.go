@@ -39,10 +39,10 @@ func TestAlarmGoroutineEnds(t *testing.T) {
 // restores the real timerfd calls, so that the next wait makes a new one.
 func resetAlarm(t *testing.T) {
 	t.Helper()
+	timerfdCreate, timerfdSettime = unix.TimerfdCreate, unix.TimerfdSettime
 	alarm.mu.Lock()
 	giveUp()
 	alarm.mu.Unlock()
-	timerfdCreate, timerfdSettime = unix.TimerfdCreate, unix.TimerfdSettime
 	waitAlarmIdle(t)
 	alarm.once = sync.Once{}
 }
@@ -115,7 +115,7 @@ func TestAlarmFailures(t *testing.T) {
 				t.Fatalf("%v, %v before the instant", r, time.Until(at))
 			}
 			alarm.mu.Lock()
-			gone := alarm.f == nil
+			gone := alarm.fd < 0
 			alarm.mu.Unlock()
 			if !gone {
 				t.Fatal("the alarm was kept after its timerfd failed")

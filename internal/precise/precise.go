@@ -1,5 +1,5 @@
 // Package precise waits until an instant of the monotonic clock, on time,
-// without blocking an OS thread per wait.
+// without an OS thread or a spinning core per wait.
 //
 // Go's timers wake late: on Linux the runtime sleeps in epoll_wait, whose
 // timeout is whole milliseconds, so a timer fires up to a millisecond after
@@ -13,9 +13,9 @@
 // end, precisely:
 //
 //   - On Linux, on the alarm: one timerfd (golang.org/x/sys/unix) for the
-//     whole process, which the kernel fires within microseconds, read
-//     through the runtime's poller by one goroutine that runs only while
-//     some wait is pending and wakes the waits that are due. It wakes a wait
+//     whole process, which the kernel fires within microseconds, read by one
+//     goroutine (one OS thread, blocked in read) that runs only while some
+//     wait is pending and wakes the waits that are due. It wakes a wait
 //     shortly before its instant (by how late such wake-ups have been), and
 //     the wait polls the clock for the last microseconds. Each wait on the
 //     alarm also keeps its Go timer set for the instant itself, a backstop:
