@@ -113,8 +113,8 @@
 //
 // # Exact arithmetic
 //
-// A [Rate] is two integers, n events per duration d (made by [Per], [Every],
-// or [ParseRate], which reads "100/s", "5/min", "2/1500ms"), never a float:
+// A [Rate] is two integers, n events per duration d (made by [Per] or
+// [ParseRate], which reads "100/s", "5/min", "2/1500ms"), never a float:
 // Per(3, time.Second) is three a second, not one every 333.333333 ms. The
 // token bucket and the pacer count time in units in which a permit costs a
 // whole number of units, and the windows count whole nanoseconds, so no
