@@ -315,9 +315,10 @@ func (k *KeyedTokenBucket[K]) Len() int {
 	return n
 }
 
-// Prune drops every key whose bucket is full, shrinking tables that become
-// mostly empty, and returns how many keys it dropped. Full buckets are also
-// dropped whenever a shard would grow; Prune gives memory back at once.
+// Prune drops every key whose bucket is full, making a new, smaller map
+// for a shard whose map is left mostly empty (a Go map does not shrink),
+// and returns how many keys it dropped. Full buckets are also dropped
+// whenever a shard's map has doubled; Prune gives memory back at once.
 func (k *KeyedTokenBucket[K]) Prune() int {
 	now, dropped := int64(time.Since(k.origin)), 0
 	for i := range k.shards {
