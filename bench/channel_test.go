@@ -93,44 +93,38 @@ func BenchmarkChanPair(b *testing.B) {
 		}
 		sinkInt = i
 	})
-	for _, l := range chanLimiters() {
-		b.Run(l.name, func(b *testing.B) {
-			c := channel.New[int](l.lim())
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				if err := c.Send(ctx, i); err != nil {
-					b.Fatal(err)
+	// Each limiter with context.Background, and (but for the nil limiter)
+	// with a cancellable context, as real callers pass: Send reads ctx.Err,
+	// then asks TryAcquire, which grants.
+	cancelled, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for _, suffix := range []string{"", "-cancelctx"} {
+		for _, l := range chanLimiters() {
+			ctx := ctx
+			if suffix != "" {
+				if l.name == "chan-nil" {
+					continue
 				}
-				v, err := c.Recv(ctx)
-				if err != nil {
-					b.Fatal(err)
+				ctx = cancelled
+			}
+			b.Run(l.name+suffix, func(b *testing.B) {
+				c := channel.New[int](l.lim())
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					if err := c.Send(ctx, i); err != nil {
+						b.Fatal(err)
+					}
+					v, err := c.Recv(ctx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					i = v + 1
 				}
-				i = v + 1
-			}
-			sinkInt = i
-		})
-	}
-	// The same pair with a cancellable context, as real callers pass: the
-	// limiter reads ctx.Err (a cancelCtx's), and Send wraps ctx to hear Close.
-	b.Run("chan-unlimited-cancelctx", func(b *testing.B) {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		c := channel.New[int](chanUnlimited{})
-		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
-			if err := c.Send(ctx, i); err != nil {
-				b.Fatal(err)
-			}
-			v, err := c.Recv(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			i = v + 1
+				sinkInt = i
+			})
 		}
-		sinkInt = i
-	})
+	}
 	b.Run("chan-unlimited-try", func(b *testing.B) {
 		c := channel.New[int](chanUnlimited{})
 		b.ReportAllocs()
@@ -198,12 +192,13 @@ func chanFlow(b *testing.B, ctx context.Context, c *channel.Chan[int]) {
 	<-done
 }
 
-// chanDoneLimiter grants everything, but first asks the context for its Done
-// channel and checks it, as a limiter that has to wait does (it selects on
-// ctx.Done with its timer or its queue): the slow path of a send's context.
+// chanDoneLimiter refuses TryAcquire, so that a send takes its waiting
+// path, and in Acquire asks the context for its Done channel and checks it,
+// as a limiter that has to wait does (it selects on ctx.Done with its timer
+// or its queue), then grants.
 type chanDoneLimiter struct{}
 
-func (chanDoneLimiter) TryAcquire(n int) limiter.Lease { return limiter.NewLease(n, nil) }
+func (chanDoneLimiter) TryAcquire(int) limiter.Lease { return limiter.Denied(limiter.ErrLimited, 0) }
 
 func (chanDoneLimiter) Acquire(ctx context.Context, n int) (limiter.Lease, error) {
 	select {
@@ -214,47 +209,37 @@ func (chanDoneLimiter) Acquire(ctx context.Context, n int) (limiter.Lease, error
 	}
 }
 
-// BenchmarkChanSendContext weighs channel's hand-rolled send context
-// (channel/sendctx.go) against the plain way to build the same thing. A Send
-// must hand the limiter one context that ends with the caller's ctx and
-// also with the Chan's Close. The rows, each one Send and one Recv with a
-// cancellable ctx:
+// BenchmarkChanSendContext measures what a Send costs to hear the Chan's
+// Close while it waits. A Send must hand the limiter one context that ends
+// with the caller's ctx and also with Close; channel builds it the plain
+// way, context.WithCancel(ctx) plus context.AfterFunc(closing, cancel), but
+// only on the path that waits: it asks TryAcquire first, which needs no
+// context. The rows, each one Send and one Recv with a cancellable ctx:
 //
-//   - sendctx-*: Chan.Send as it is (the custom context, whose merged Done
-//     channel is made only if the limiter asks for it);
-//   - plain-*: the standard library's way, context.WithCancel(ctx) plus
-//     context.AfterFunc(closing, cancel), around the limiter's Acquire,
-//     and a Chan with no limiter of its own;
+//   - chan-*: Chan.Send as it is;
+//   - plain-*: the context built around every Acquire, and a Chan with no
+//     limiter of its own;
 //   - floor-*: Acquire with the caller's ctx as it is (a send that would
 //     not hear Close): what either way adds is its row minus this one.
 //
-// *-grant uses a limiter that grants without looking at the context (the
-// fast path of every limiter); *-done one that asks for ctx.Done first, as
-// a limiter about to wait does. The parallel rows run the same on every P
-// (GOMAXPROCS goroutines on one Chan).
-//
-// What they showed (CPU time per op from perf stat task-clock, medians of 7
-// runs alternated between builds, 2 vCPUs shared with other work, so only
-// differences of tens of ns count): floor-grant 57 ns, sendctx-grant
-// 110-130 ns with 1 allocation (64 B), plain-grant 550-590 ns with 4 (224 B),
-// and in parallel 75 / 165-178 / 690-750 ns: the lazy send context earns its
-// place on the path every granted send takes. On the path that waits,
-// sendctx-done cost 725 ns with the Chan's own intrusive list of waits and
-// 750-1020 ns with context.AfterFunc on the Chan's closing instead (plain-done
-// 815-830 ns); beside a real wait (sendctx-wait, 3.2-3.7 µs of CPU per item,
-// 7 or 8 allocations) that difference is noise, so the list went and the
-// slow path uses the standard library's pieces.
+// *-grant uses a limiter that grants at once (the fast path of every
+// limiter: chan-grant takes it through TryAcquire); *-wait one whose
+// TryAcquire refuses and whose Acquire asks for ctx.Done first, as a
+// limiter about to wait does (chan-wait then builds the plain context). The
+// parallel rows run the same on every P (GOMAXPROCS goroutines on one
+// Chan). chan-blocking: sends that really wait, on a Concurrency limiter of
+// one permit drained by a receiver goroutine, for scale.
 func BenchmarkChanSendContext(b *testing.B) {
 	lims := []struct {
 		name string
 		lim  limiter.Limiter
-	}{{"grant", chanUnlimited{}}, {"done", chanDoneLimiter{}}}
+	}{{"grant", chanUnlimited{}}, {"wait", chanDoneLimiter{}}}
 	type sendFunc func(ctx context.Context, i int) error
 	shapes := []struct {
 		name string
 		make func(lim limiter.Limiter) (send sendFunc, recv func(context.Context) (int, error), stop func())
 	}{
-		{"sendctx", func(lim limiter.Limiter) (sendFunc, func(context.Context) (int, error), func()) {
+		{"chan", func(lim limiter.Limiter) (sendFunc, func(context.Context) (int, error), func()) {
 			c := channel.New[int](lim)
 			return c.Send, c.Recv, func() { c.Close() }
 		}},
@@ -288,10 +273,10 @@ func BenchmarkChanSendContext(b *testing.B) {
 			return send, c.Recv, func() { c.Close() }
 		}},
 	}
-	// sendctx-wait: sends that really wait, on a Concurrency limiter of one
-	// permit drained by a receiver goroutine: what the slow path's context
-	// costs beside the wait itself (both goroutines' CPU time per item).
-	b.Run("sendctx-wait", func(b *testing.B) {
+	// chan-blocking: sends that really wait, on a Concurrency limiter of one
+	// permit drained by a receiver goroutine: what the waiting path's
+	// context costs beside the wait itself (both goroutines' CPU time per item).
+	b.Run("chan-blocking", func(b *testing.B) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		chanFlow(b, ctx, channel.New[int](must(limiter.NewConcurrency(limiter.ConcurrencyOptions{Limit: 1}))))

@@ -3,6 +3,7 @@ package bench
 import (
 	"flag"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"strconv"
@@ -83,6 +84,22 @@ func BenchmarkKeyed(b *testing.B) {
 		}
 		checkAll(b, "refused", refused, i)
 	})
+	b.Run("map-mutex-1M", func(b *testing.B) {
+		// What a KeyedTokenBucket does per call, written plainly: a lock and
+		// a read and write of the key's word in a map.
+		f := keyedFixture()
+		var mu sync.Mutex
+		mask := len(f.order) - 1
+		b.ReportAllocs()
+		var i int64
+		for b.Loop() {
+			k := f.keys[f.order[int(i)&mask]]
+			mu.Lock()
+			f.m[k]++
+			mu.Unlock()
+			i++
+		}
+	})
 	b.Run("map-lookup-1M", func(b *testing.B) {
 		f := keyedFixture()
 		mask := len(f.order) - 1
@@ -120,13 +137,7 @@ func TestKeyedMemory(t *testing.T) {
 		u64Keys[i] = uint64(10)<<24 | uint64(i) // the same addresses as integers
 	}
 
-	measure := func(build func() any) float64 {
-		before := heapAlloc()
-		v := build()
-		after := heapAlloc()
-		runtime.KeepAlive(v)
-		return float64(int64(after)-int64(before)) / keyedKeys
-	}
+	measure := func(build func() any) float64 { return measureN(keyedKeys, build) }
 	keyedStr := measure(func() any {
 		kb, err := limiter.NewKeyedTokenBucket[string](keyedOptions())
 		if err != nil {
@@ -173,4 +184,32 @@ func TestKeyedMemory(t *testing.T) {
 	fmt.Printf("| key type | KeyedTokenBucket B/key | map[K]int64 B/key | ratio |\n| --- | ---: | ---: | ---: |\n")
 	fmt.Printf("| string (\"10.x.y.z\", 16 B header; string bytes excluded) | %.1f | %.1f | %.2f |\n", keyedStr, mapStr, keyedStr/mapStr)
 	fmt.Printf("| uint64 | %.1f | %.1f | %.2f |\n", keyedU64, mapU64, keyedU64/mapU64)
+
+	// The cost per key moves with the maps' load: from just after they
+	// grew (the most per key) to just before. The range over key counts:
+	lo, hi := math.Inf(1), 0.0
+	for n := 100_000; n <= keyedKeys; n += 50_000 {
+		b := measureN(n, func() any {
+			kb, err := limiter.NewKeyedTokenBucket[string](keyedOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range strKeys[:min(n, len(strKeys))] {
+				kb.TryAcquire(k, 1)
+			}
+			return kb
+		})
+		lo, hi = min(lo, b), max(hi, b)
+	}
+	fmt.Printf("| string, 100,000 to 1,000,000 keys (every 50,000) | %.1f to %.1f | | |\n", lo, hi)
+}
+
+// measureN returns the heap bytes per key that build's result holds, for n
+// keys.
+func measureN(n int, build func() any) float64 {
+	before := heapAlloc()
+	v := build()
+	after := heapAlloc()
+	runtime.KeepAlive(v)
+	return float64(int64(after)-int64(before)) / float64(n)
 }

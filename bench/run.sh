@@ -73,7 +73,11 @@ fi
 
 echo "## Keyed limiter memory (1,000,000 keys)"
 echo
-go test -count=1 -run '^TestKeyedMemory$' -keyedmem . | grep '^|' | tee "$OUT/keyedmem.md"
+{
+	echo "Measured $(date -u '+%F %H:%M') UTC; $(uname -srm); $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2 | xargs), $(getconf _NPROCESSORS_ONLN) CPUs; $(go version | cut -d' ' -f3); load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
+	echo
+	go test -count=1 -run '^TestKeyedMemory$' -keyedmem . | grep '^|'
+} | tee "$OUT/keyedmem.md"
 echo
 
 echo "## Pipe throughput on the real clock (% of the limit, 3 s per row)"
@@ -93,5 +97,9 @@ echo
 if [ "$PACING" != 0 ]; then
 	echo "## Pacing"
 	echo
-	go run ./pacing | tee "$OUT/pacing.md"
+	{
+		echo "Measured $(date -u '+%F %H:%M') UTC; $(uname -srm); $(go version | cut -d' ' -f3)."
+		echo
+		go run ./pacing
+	} | tee "$OUT/pacing.md"
 fi

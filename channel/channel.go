@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rategate/rategate/limiter"
@@ -54,7 +55,7 @@ type Chan[T any] struct {
 	q      ring[T]
 	held   int  // items taken out by Out views but not yet handed off
 	nrecv  int  // receivers waiting on ready
-	closed bool // also in cl.closed, for sendCtx
+	closed bool // also in cl.closed, read without the lock
 	ready  chan struct{}
 	drain  chan struct{} // closed by Drain, for the Out views holding an item; made on demand
 
@@ -91,13 +92,14 @@ func (c *Chan[T]) Send(ctx context.Context, v T) error { return c.SendN(ctx, v, 
 // (limiter.ErrQueueFull, limiter.ErrExceedsLimit, limiter.ErrInvalidCount,
 // limiter.ErrClosed).
 //
-// The limiter's Acquire is given a context of its own: ctx's values,
-// deadline and cancellation, also cancelled by Close, and cancelled when
-// Acquire returns (as a context.WithCancel context with a deferred cancel
-// would be), so a limiter may keep it. Making it costs SendN one small
-// allocation when lim is not nil, unless ctx is context.Background or
-// context.TODO: those have neither values, deadline nor cancellation, so
-// all such sends share one context, the Chan's, done when it is closed.
+// SendN first asks the limiter with TryAcquire, which grants a send that
+// need not wait with no context at all. When it refuses, SendN waits in the
+// limiter's Acquire with a context that is ctx, also cancelled by Close:
+// for ctx context.Background or context.TODO, which have neither values,
+// deadline nor cancellation, the Chan's own (done when it is closed),
+// shared by every such send; otherwise one made with context.WithCancel
+// and context.AfterFunc, cancelled when Acquire returns, so a limiter may
+// keep it. (A limiter counts that first refusal among its Stats' Rejected.)
 func (c *Chan[T]) SendN(ctx context.Context, v T, n int) error {
 	mustContext(ctx)
 	if c.cl.closed.Load() {
@@ -106,14 +108,7 @@ func (c *Chan[T]) SendN(ctx context.Context, v T, n int) error {
 	var lease limiter.Lease
 	if c.lim != nil {
 		var err error
-		if ctx == context.Background() || ctx == context.TODO() {
-			lease, err = c.lim.Acquire(c.cl.ctx, n)
-		} else {
-			s := c.cl.context(ctx)
-			lease, err = c.lim.Acquire(s, n)
-			s.end()
-		}
-		if err != nil {
+		if lease, err = c.acquire(ctx, n); err != nil {
 			if errors.Is(err, context.Canceled) && ctx.Err() == nil && c.cl.closed.Load() {
 				return ErrClosed
 			}
@@ -123,6 +118,47 @@ func (c *Chan[T]) SendN(ctx context.Context, v T, n int) error {
 		return fmt.Errorf("%w: %d", limiter.ErrInvalidCount, n)
 	}
 	return c.put(v, &lease)
+}
+
+// acquire takes a lease of n permits from c.lim for SendN.
+func (c *Chan[T]) acquire(ctx context.Context, n int) (limiter.Lease, error) {
+	if ctx == context.Background() || ctx == context.TODO() {
+		return c.lim.Acquire(c.cl.ctx, n)
+	}
+	if err := ctx.Err(); err != nil {
+		return limiter.Lease{}, err // as Acquire would: a done context is never granted
+	}
+	if l := c.lim.TryAcquire(n); l.Granted() {
+		return l, nil
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(c.cl.ctx, cancel)
+	defer func() {
+		stop()
+		cancel()
+	}()
+	return c.lim.Acquire(wctx, n)
+}
+
+// closing is a Chan's closing as its sends see it.
+type closing struct {
+	closed atomic.Bool        // set by Close before ctx is cancelled: the fast check
+	ctx    context.Context    // no values, no deadline; cancelled by Close
+	cancel context.CancelFunc // cancels ctx
+	done   <-chan struct{}    // ctx.Done(), made with the Chan
+}
+
+func newClosing() closing {
+	ctx, cancel := context.WithCancel(context.Background())
+	// Done is called here, so that its channel is made with the Chan
+	// (outside any synctest bubble the Chan was made outside of).
+	return closing{ctx: ctx, cancel: cancel, done: ctx.Done()}
+}
+
+// close marks the Chan closed, then ends the context of every waiting send.
+func (cl *closing) close() {
+	cl.closed.Store(true)
+	cl.cancel()
 }
 
 // TrySend sends v with a lease of one permit if the limiter grants it now;

@@ -11,7 +11,8 @@ import (
 	"github.com/rategate/rategate/limiter"
 )
 
-// retainingLimiter grants at once but keeps every context it was given,
+// retainingLimiter refuses TryAcquire (so that every send waits in
+// Acquire), grants Acquire at once, and keeps every context it was given,
 // as a limiter may (for tracing, or with context.AfterFunc) after Acquire
 // has returned.
 type retainingLimiter struct {
@@ -22,7 +23,9 @@ type retainingLimiter struct {
 	after bool // register a context.AfterFunc on each context
 }
 
-func (l *retainingLimiter) TryAcquire(n int) limiter.Lease { return limiter.NewLease(n, nil) }
+func (l *retainingLimiter) TryAcquire(int) limiter.Lease {
+	return limiter.Denied(limiter.ErrLimited, 0)
+}
 
 func (l *retainingLimiter) Acquire(ctx context.Context, n int) (limiter.Lease, error) {
 	l.mu.Lock()

@@ -21,10 +21,11 @@ func (b *bucket) initBucket(c *gcraConfig, q QueueOptions) {
 // Acquire. It never blocks and does not allocate: a clock read and one
 // compare-and-swap.
 func (b *bucket) TryAcquire(n int) Lease {
-	if b.gate.Load() == 0 && n >= 0 {
-		switch st, retry := b.g.tryTake(b.now(), int64(n), true); st {
+	if b.q.Idle() && n >= 0 {
+		now := b.now()
+		switch st, retry := b.g.tryTake(now, int64(n), true); st {
 		case takeOK:
-			return grantedLease(nil, n) // counted by tryTake
+			return grantedLease(&b.rl, n, now) // counted by tryTake
 		case takeLimited:
 			return b.reject(reasonLimited, retry)
 		}
@@ -38,9 +39,10 @@ func (b *bucket) Acquire(ctx context.Context, n int) (Lease, error) {
 	if ctx == nil {
 		panic("limiter: nil Context")
 	}
-	if b.gate.Load() == 0 && n >= 0 && ctx.Err() == nil {
-		if st, _ := b.g.tryTake(b.now(), int64(n), true); st == takeOK {
-			return grantedLease(nil, n), nil // counted by tryTake
+	if b.q.Idle() && n >= 0 && ctx.Err() == nil {
+		now := b.now()
+		if st, _ := b.g.tryTake(now, int64(n), true); st == takeOK {
+			return grantedLease(&b.rl, n, now), nil // counted by tryTake
 		}
 	}
 	return b.acquire(ctx, n)

@@ -5,16 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rategate/rategate/internal/precise"
+	"github.com/rategate/rategate/internal/waitq"
 )
 
 // Chain returns a Limiter that grants n permits only when every one of ls
 // grants n permits: all or nothing. The chain's lease releases every
-// member's lease, in reverse order. Each member counts its own grant once;
-// the chain adds no statistics of its own. Chains of chains are flattened.
+// member's lease, in reverse order. Each member of this package counts a
+// grant of the chain once, as its own, and the refusal of a chain's
+// TryAcquire by the member that refused; a chain's waits in a member's
+// queue and the retries of its Acquire count nothing, and the chain keeps
+// no statistics of its own. Chains of chains are flattened.
 //
 // For this package's limiters (and the limiters of Keyed.For and
 // KeyedTokenBucket.For) the decision is exact: the chain locks those members
@@ -53,13 +56,12 @@ func Chain(ls ...Limiter) Limiter {
 			c.ls = append(c.ls, l)
 		}
 	}
+	c.q.Init(&c.mu, waitq.Options{})
+	c.origin = time.Now()
 	c.static = true
 	for _, l := range c.ls {
 		if _, ok := l.(based); !ok {
 			c.static = false
-		}
-		if _, ok := l.(*Concurrency); ok {
-			c.rel = c
 		}
 	}
 	return c
@@ -68,20 +70,16 @@ func Chain(ls ...Limiter) Limiter {
 type chain struct {
 	ls []Limiter
 	// static: every member is one of this package's six limiters, whose
-	// leases are rebuilt from the member and the count, so the chain's lease
-	// needs no allocation.
+	// leases are rebuilt from the member, the count and the instant, so the
+	// chain's lease needs no allocation: the chain itself releases and
+	// settles it.
 	static bool
-	// rel is the Releaser of a static chain's leases: the chain itself when
-	// a member takes permits back, else nil (Release does nothing).
-	rel Releaser
+	// origin is the instant a static chain's leases count their grant
+	// instant from; each member's is its own.
+	origin time.Time
 
-	waiting atomic.Int32 // callers in Acquire's queue, read by TryAcquire
-	mu      sync.Mutex
-	queue   []*chainWaiter // FIFO; queue[0] decides
-}
-
-type chainWaiter struct {
-	ready chan struct{} // closed when the waiter becomes the head
+	mu sync.Mutex
+	q  waitq.Queue // oldest first; its head decides
 }
 
 // based is implemented by the six limiters of this package (through base).
@@ -96,6 +94,16 @@ func (c *chain) ReleasePermits(n int) {
 		if r, ok := c.ls[i].(Releaser); ok {
 			r.ReleasePermits(n)
 		}
+	}
+}
+
+// settleAt settles a static chain's lease, granted at instant at of the
+// chain, with every member at that instant of its own.
+func (c *chain) settleAt(at int64, granted, actual int) {
+	t := c.origin.Add(time.Duration(at))
+	for _, l := range c.ls {
+		b := l.(based).core()
+		b.settleAt(b.instant(t), granted, actual)
 	}
 }
 
@@ -145,10 +153,10 @@ func (c *chain) check(n int) (reason, error) {
 
 // TryAcquire takes n permits from every member, or from none.
 func (c *chain) TryAcquire(n int) Lease {
-	if c.waiting.Load() > 0 && n >= 0 {
+	if c.q.Waiting() && n >= 0 {
 		return denied(reasonLimited, 0)
 	}
-	l, _ := c.decide(n, -1, Lease{})
+	l, _ := c.decide(n, -1, Lease{}, true)
 	return l
 }
 
@@ -164,39 +172,31 @@ func (c *chain) Acquire(ctx context.Context, n int) (Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return ctxDenied(err), err
 	}
-	w := &chainWaiter{ready: make(chan struct{})}
 	c.mu.Lock()
-	c.queue = append(c.queue, w)
-	c.waiting.Add(1)
-	if len(c.queue) == 1 {
-		close(w.ready)
-	}
+	w, _, _, _ := c.q.Take(ctx, time.Now(), int64(n), nil) // no cap, never closed: it queues
 	c.mu.Unlock()
 	defer c.leave(w)
-	select {
-	case <-w.ready:
-	case <-ctx.Done():
-		return ctxDenied(ctx.Err()), ctx.Err()
+	if err := c.q.Wait(ctx, w, nil); err != nil {
+		return ctxDenied(err), err
 	}
 	return c.serve(ctx, n)
 }
 
 // leave takes w out of the queue and, if it was the head, hands the head
 // to the next waiter.
-func (c *chain) leave(w *chainWaiter) {
+func (c *chain) leave(w *waitq.Waiter) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	for i, x := range c.queue {
-		if x != w {
-			continue
-		}
-		c.queue = append(c.queue[:i], c.queue[i+1:]...)
-		c.waiting.Add(-1)
-		if i == 0 && len(c.queue) > 0 {
-			close(c.queue[0].ready)
-		}
-		return
+	c.q.Leave(w)
+	c.mu.Unlock()
+}
+
+// pastDeadline returns an error wrapping context.DeadlineExceeded when a
+// wait of d would end after ctx's deadline, and nil otherwise.
+func pastDeadline(ctx context.Context, d time.Duration) error {
+	if dl, ok := ctx.Deadline(); ok && d > 0 && time.Until(dl) < d {
+		return fmt.Errorf("limiter: the wait of %v would end after the context deadline: %w", d, context.DeadlineExceeded)
 	}
+	return nil
 }
 
 // serve is the head waiter's loop: decide, and until the chain grants,
@@ -212,7 +212,7 @@ func (c *chain) serve(ctx context.Context, n int) (Lease, error) {
 			c.giveBack(skip, have)
 			return ctxDenied(err), err
 		}
-		lease, i := c.decide(n, skip, have)
+		lease, i := c.decide(n, skip, have, false)
 		skip, have = -1, Lease{}
 		if lease.Granted() {
 			return lease, nil
@@ -233,7 +233,7 @@ func (c *chain) serve(ctx context.Context, n int) (Lease, error) {
 		waited = d <= 0
 		if d > 0 {
 			if err := pastDeadline(ctx, d); err != nil {
-				lease.why = reasonDeadline
+				lease.x = int64(reasonDeadline)
 				return lease, fmt.Errorf("limiter: chain: %w", err)
 			}
 			if pt.Until(ctx, nil, time.Now().Add(d), 0) == precise.Done {
@@ -258,17 +258,34 @@ func (c *chain) serve(ctx context.Context, n int) (Lease, error) {
 func (c *chain) waitMember(ctx context.Context, i, n int) (int, Lease, error) {
 	m := c.ls[i]
 	if !givesBack(m) {
-		l, err := m.Acquire(ctx, 0)
-		if b, ok := m.(based); ok && l.Granted() {
-			b.core().granted.Add(-1) // the chain's probe, not a grant to anyone
-		}
+		_, err := awaitMember(ctx, m, 0)
 		return -1, Lease{}, err
 	}
-	l, err := m.Acquire(ctx, n)
+	l, err := awaitMember(ctx, m, n)
 	if err != nil {
 		return -1, Lease{}, err
 	}
 	return i, l, nil
+}
+
+// awaiter is a member of this package that can wait in its own queue
+// without counting: the chain's wait is a grant to nobody until the chain
+// grants, and then the member counts it (countGrant) like its other grants.
+type awaiter interface {
+	await(ctx context.Context, n int) (Lease, error)
+	countGrant()
+}
+
+func (b *base) await(ctx context.Context, n int) (Lease, error) { return b.wait(ctx, n, true) }
+func (b *base) countGrant()                                     { b.granted.Add(1) }
+
+// awaitMember waits in m's queue for n permits: silently when m is of this
+// package, and otherwise through its Acquire (which counts as it counts).
+func awaitMember(ctx context.Context, m Limiter, n int) (Lease, error) {
+	if a, ok := m.(awaiter); ok {
+		return a.await(ctx, n)
+	}
+	return m.Acquire(ctx, n)
 }
 
 // givesBack reports whether member l's permits come back on release: a
@@ -276,16 +293,14 @@ func (c *chain) waitMember(ctx context.Context, i, n int) (int, Lease, error) {
 // package (whose Release the chain calls, whatever it does).
 func givesBack(l Limiter) bool {
 	switch m := l.(type) {
-	case *Concurrency:
-		return true
+	case based:
+		return m.core().returns
 	case *chain:
 		for _, x := range m.ls {
 			if givesBack(x) {
 				return true
 			}
 		}
-		return false
-	case based:
 		return false
 	case keyedMember:
 		return m.givesBack()
@@ -296,13 +311,9 @@ func givesBack(l Limiter) bool {
 // giveBack returns the lease of member i that the chain waited for and did
 // not use.
 func (c *chain) giveBack(i int, l Lease) {
-	if i < 0 || !l.Granted() {
-		return
+	if i >= 0 && l.Granted() {
+		l.Release() // waited for silently: never counted
 	}
-	if m, ok := c.ls[i].(based); ok {
-		m.core().granted.Add(-1) // it was never granted to anyone
-	}
-	l.Release()
 }
 
 // isIdle reports whether every member is as if new, so that a Keyed holding
@@ -315,6 +326,19 @@ func (c *chain) isIdle() bool {
 		}
 	}
 	return true
+}
+
+// AppendQuotas appends each member's Quota to dst, in member order, and
+// returns the extended slice: a keyed member's is its key's limiter's, a
+// member that reports none appends the zero Quota. A caller that tells
+// clients about every policy in force (HTTP's RateLimit-Policy) lists them
+// all; Quota gives the one that would refuse first.
+func (c *chain) AppendQuotas(dst []Quota) []Quota {
+	for _, l := range c.ls {
+		q, _ := QuotaOf(l)
+		dst = append(dst, q)
+	}
+	return dst
 }
 
 // Quota returns the Quota of the member with the fewest permits remaining

@@ -321,3 +321,43 @@ func TestChainNewestFirstMembersDoNotSpin(t *testing.T) {
 		cancel()
 	})
 }
+
+// A chain's waits in its members' queues are grants to nobody: each member
+// counts exactly the grants it made to the chain (and to direct callers),
+// however often the chain waited in it, gave a lease back, or gave up.
+func TestChainCountsOnlyItsGrants(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rate, _ := NewTokenBucket(TokenBucketOptions{Rate: Per(1, time.Second), Burst: 1})
+		conc, _ := NewConcurrency(ConcurrencyOptions{Limit: 1})
+		kb, _ := NewKeyedTokenBucket[string](TokenBucketOptions{Rate: Per(1, time.Second), Burst: 1})
+		ch := Chain(rate, conc, kb.For("k"))
+		hold := conc.TryAcquire(1)
+		rate.TryAcquire(1) // empty: the chain waits for it, then for conc
+		go func() {
+			time.Sleep(1500 * time.Millisecond)
+			hold.Release()
+		}()
+		l, err := ch.Acquire(t.Context(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Release()
+		// A chain that gives up after waiting in conc's queue counts nothing.
+		hold = conc.TryAcquire(1)
+		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+		defer cancel()
+		if _, err := ch.Acquire(ctx, 1); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("chain Acquire: %v, want DeadlineExceeded", err)
+		}
+		hold.Release()
+		if st := rate.Stats(); st.Granted != 2 || st.Rejected != 0 {
+			t.Errorf("bucket Stats %+v, want Granted 2 (its own and the chain's), Rejected 0", st)
+		}
+		if st := conc.Stats(); st.Granted != 3 || st.Rejected != 0 {
+			t.Errorf("conc Stats %+v, want Granted 3 (two direct, one chain), Rejected 0", st)
+		}
+		if st := kb.Stats(); st.Granted != 1 || st.Rejected != 0 {
+			t.Errorf("keyed bucket Stats %+v, want Granted 1 (the chain's), Rejected 0", st)
+		}
+	})
+}

@@ -18,8 +18,8 @@ type part interface {
 	undo(t time.Time, n int)
 	// settle publishes the part's state before its mutex is released.
 	settle()
-	// grant returns the member's lease after the chain granted.
-	grant(n int) Lease
+	// grant returns the member's lease after the chain granted at t.
+	grant(t time.Time, n int) Lease
 	// refuse counts the member's refusal.
 	refuse()
 }
@@ -50,42 +50,21 @@ func (p basePart) take(t time.Time, n int) (bool, reason, int64) {
 	switch {
 	case int64(n) > b.pol.maxRequest():
 		return false, reasonExceeds, 0
-	case b.closed:
+	case b.q.Closed() != nil:
 		return false, reasonClosed, 0
-	case b.nwait > 0:
+	case b.q.Len() > 0:
 		return false, reasonLimited, 0 // no barging: wait in its queue
 	}
-	var ok bool
-	var retry int64
-	if g, isGCRA := b.pol.(*gcra); isGCRA {
-		ok, retry = g.chainTake(now, n)
-	} else {
-		ok, retry = b.pol.take(now, n)
-	}
+	b.pol.hold()
+	ok, retry := b.pol.take(now, n)
 	return ok, reasonLimited, retry
 }
 
-func (p basePart) undo(t time.Time, n int) {
-	if g, ok := p.b.pol.(*gcra); ok {
-		g.chainUndo(n)
-		return
-	}
-	p.b.pol.(untaker).untake(p.b.instant(t), n)
-}
+func (p basePart) undo(t time.Time, n int) { p.b.pol.untake(p.b.instant(t), n) }
+func (p basePart) settle()                 { p.b.pol.unhold() }
 
-func (p basePart) settle() {
-	if g, ok := p.b.pol.(*gcra); ok {
-		g.settle()
-	}
-}
-
-func (p basePart) grant(n int) Lease { return p.b.grant(n) }
-func (p basePart) refuse()           { p.b.rejected.Add(1) }
-
-// untaker is implemented by the policies other than gcra: untake exactly
-// undoes a successful take(now, n) made under the same hold of base.mu with
-// nothing in between.
-type untaker interface{ untake(now int64, n int) }
+func (p basePart) grant(t time.Time, n int) Lease { return p.b.grant(n, p.b.instant(t)) }
+func (p basePart) refuse()                        { p.b.rejected.Add(1) }
 
 // slot is one member of a chain decision: a part decided under its lock,
 // or a member from outside this package, decided by TryAcquire.
@@ -101,8 +80,10 @@ type slot struct {
 // decide takes n permits from every member at one instant, or from none.
 // skip, if >= 0, is a member whose permits the caller already holds as
 // have; on refusal they are given back too. On refusal it returns the
-// refusing member's lease and index.
-func (c *chain) decide(n, skip int, have Lease) (Lease, int) {
+// refusing member's lease and index. The refusing member counts the
+// refusal when count is set (TryAcquire's, which its caller sees), not the
+// retries of Acquire's wait.
+func (c *chain) decide(n, skip int, have Lease, count bool) (Lease, int) {
 	if n < 0 {
 		c.giveBack(skip, have)
 		return denied(reasonInvalid, 0), 0
@@ -124,12 +105,13 @@ func (c *chain) decide(n, skip int, have Lease) (Lease, int) {
 		c.giveBack(skip, have)
 		return refused, slots[i].member
 	}
-	if refused, i := decideParts(slots, n); i >= 0 {
+	refused, i, t := decideParts(slots, n, count)
+	if i >= 0 {
 		releaseTaken(slots)
 		c.giveBack(skip, have)
 		return refused, slots[i].member
 	}
-	return c.lease(slots, n, skip, have), -1
+	return c.lease(slots, n, skip, have, t), -1
 }
 
 // resolve lists the chain's members as slots, resolving keyed members to
@@ -190,14 +172,14 @@ func tryForeign(slots []slot, n int) (Lease, int) {
 		}
 		s.taken = true
 	}
-	return grantedLease(nil, 0), -1
+	return grantedLease(nil, 0, 0), -1
 }
 
 // decideParts locks every part's mutex in one process-wide order (by
 // address), takes n from each at one instant, and undoes every take if one
 // refuses, before unlocking. It returns the refusal and the slot's index,
-// or index -1 when every part granted.
-func decideParts(slots []slot, n int) (Lease, int) {
+// or index -1 when every part granted, and the instant it decided at.
+func decideParts(slots []slot, n int, count bool) (Lease, int, time.Time) {
 	var mbuf [8]*sync.Mutex
 	mus := mbuf[:0]
 	for i := range slots {
@@ -222,7 +204,9 @@ func decideParts(slots []slot, n int) (Lease, int) {
 		ok, why, retry := s.p.take(t, n)
 		if !ok {
 			refused, at = denied(why, time.Duration(max(retry, 0))), i
-			s.p.refuse()
+			if count {
+				s.p.refuse()
+			}
 			break
 		}
 		s.taken = true
@@ -241,7 +225,7 @@ func decideParts(slots []slot, n int) (Lease, int) {
 	for i := len(mus) - 1; i >= 0; i-- {
 		mus[i].Unlock()
 	}
-	return refused, at
+	return refused, at, t
 }
 
 // releaseTaken releases the leases of the foreign members taken before a
@@ -256,20 +240,25 @@ func releaseTaken(slots []slot) {
 }
 
 // lease builds the chain's granted lease.
-func (c *chain) lease(slots []slot, n, skip int, have Lease) Lease {
+func (c *chain) lease(slots []slot, n, skip int, have Lease, t time.Time) Lease {
+	if skip >= 0 {
+		if a, ok := c.ls[skip].(awaiter); ok {
+			a.countGrant() // the member the chain waited in: now a grant
+		}
+	}
 	if c.static {
 		// The member whose lease the caller waited for (skip) is a
 		// Concurrency, which releasing the chain releases too.
 		for i := range slots {
-			slots[i].p.grant(n)
+			slots[i].p.grant(t, n)
 		}
-		return grantedLease(c.rel, n)
+		return grantedLease(c, n, int64(t.Sub(c.origin)))
 	}
 	held := make(heldLeases, 0, len(slots)+1)
 	for i := range slots {
 		s := &slots[i]
 		if s.p != nil {
-			s.lease = s.p.grant(n)
+			s.lease = s.p.grant(t, n)
 		}
 		if s.pin != nil {
 			s.lease = s.pin.wrap(s.lease)
@@ -283,5 +272,5 @@ func (c *chain) lease(slots []slot, n, skip int, have Lease) Lease {
 	if skip >= 0 {
 		held = append(held, have)
 	}
-	return grantedLease(held, n)
+	return grantedLease(held, n, 0)
 }

@@ -25,6 +25,7 @@ type Concurrency struct {
 }
 
 type concurrency struct {
+	lockedState
 	avail *atomic.Int64 // the limiter's base.word, beside its counters
 	limit atomic.Int64
 }
@@ -70,14 +71,17 @@ func (p *concurrency) take(now int64, n int) (bool, int64) {
 // the limit does) and returns the new count. It saturates at MaxInt64
 // instead of wrapping, so that no over-release, however large, can make the
 // count negative (which would refuse every request from then on); the
-// caller then caps the count at the limit. A negative n cannot wrap: the
-// count it leaves is the limit minus the permits in use.
+// caller then caps the count at the limit. A negative n saturates at
+// MinInt64 likewise (only a settled overuse of absurd size gets there).
 func (p *concurrency) give(n int64) int64 {
 	for {
 		a := p.avail.Load()
 		b := a + n
-		if n > 0 && b < a {
+		switch {
+		case n > 0 && b < a:
 			b = math.MaxInt64
+		case n < 0 && b > a: // a settled overuse beyond any count: saturate
+			b = math.MinInt64
 		}
 		if p.avail.CompareAndSwap(a, b) {
 			return b
@@ -104,6 +108,18 @@ func (p *concurrency) untake(_ int64, n int) {
 	}
 }
 
+// settle books a settled lease's actual cost: unused permits come back
+// now, as by a release; overuse is taken from the free permits at once,
+// which may go below zero: a debt that releases pay (the settled lease's
+// among them, which gives back its actual permits).
+func (p *concurrency) settle(_, _, granted, actual int64) {
+	if actual > granted {
+		p.give(granted - actual)
+		return
+	}
+	p.untake(0, int(granted-actual))
+}
+
 func (p *concurrency) maxRequest() int64 { return p.limit.Load() }
 
 func (p *concurrency) available(int64) int64 { return p.avail.Load() }
@@ -113,9 +129,9 @@ func (p *concurrency) idle(int64) bool { return p.avail.Load() == p.limit.Load()
 // TryAcquire takes n permits if they are free and nobody waits. It never
 // blocks and does not allocate.
 func (c *Concurrency) TryAcquire(n int) Lease {
-	if c.gate.Load() == 0 && n >= 0 && int64(n) <= c.p.limit.Load() {
+	if c.q.Idle() && n >= 0 && int64(n) <= c.p.limit.Load() {
 		if c.p.tryTake(int64(n)) {
-			return c.grant(n)
+			return c.grant(n, 0)
 		}
 		return c.reject(reasonLimited, 0)
 	}
@@ -129,8 +145,8 @@ func (c *Concurrency) Acquire(ctx context.Context, n int) (Lease, error) {
 		panic("limiter: nil Context")
 	}
 	// When nobody waits and n permits are free, take them without a lock.
-	if c.gate.Load() == 0 && n >= 0 && int64(n) <= c.p.limit.Load() && ctx.Err() == nil && c.p.tryTake(int64(n)) {
-		return c.grant(n), nil
+	if c.q.Idle() && n >= 0 && int64(n) <= c.p.limit.Load() && ctx.Err() == nil && c.p.tryTake(int64(n)) {
+		return c.grant(n, 0), nil
 	}
 	return c.acquire(ctx, n)
 }
@@ -146,7 +162,7 @@ func (c *Concurrency) ReleasePermits(n int) {
 	if c.p.give(int64(n)) > c.p.limit.Load() {
 		c.capOverRelease()
 	}
-	if c.gate.Load()&(closedBit-1) != 0 {
+	if c.q.Waiting() {
 		c.kick()
 	}
 }

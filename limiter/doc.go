@@ -113,8 +113,8 @@
 //
 // # Exact arithmetic
 //
-// A [Rate] is two integers, n events per duration d (made by [Per], [Every],
-// or [ParseRate], which reads "100/s", "5/min", "2/1500ms"), never a float:
+// A [Rate] is two integers, n events per duration d (made by [Per] or
+// [ParseRate], which reads "100/s", "5/min", "2/1500ms"), never a float:
 // Per(3, time.Second) is three a second, not one every 333.333333 ms. The
 // token bucket and the pacer count time in units in which a permit costs a
 // whole number of units, and the windows count whole nanoseconds, so no
@@ -205,9 +205,9 @@
 // fails with [ErrNoLimiter].
 //
 // [NewKeyedTokenBucket] is the compact form for the common case of one token
-// bucket per key, all with the same Rate and Burst: a key costs a slot in an
-// open-addressing table rather than a limiter, so millions of keys fit, and
-// keys whose bucket is full are dropped as the table would grow. Its Acquire
+// bucket per key, all with the same Rate and Burst: a key costs one 8-byte
+// state in a Go map rather than a limiter, so millions of keys fit, and
+// keys whose bucket is full are dropped as the map grows. Its Acquire
 // queues each key's callers on their own (in Queue.Order, at most Queue.Limit
 // permits waiting per key), and the head of a key's queue waits precisely,
 // as every queue here does.
@@ -219,7 +219,9 @@
 // just before its instant and waits the rest precisely: on Linux on one OS
 // timer the whole process shares, elsewhere by polling the clock. The grant
 // is booked at that instant, never earlier. [QueueOptions].Spin fixes how
-// long that rest is instead of the lateness the process has observed. In a
+// long that rest is instead of the lateness the process has observed;
+// [QueueOptions].PlainTimers waits on the timer alone, saving the CPU of
+// the precise end at the cost of the timer's lateness. In a
 // testing/synctest bubble the waiter waits on its timer alone. A Chain's
 // Acquire and a KeyedTokenBucket key's queue wait the same way.
 //
@@ -234,6 +236,32 @@
 // settles the lease with the actual cost once known, with [Lease.Settle].
 // Limiters outside this package take part by making leases with [NewLease]
 // whose Releaser is also a [Reporter] or a [Settler].
+//
+// Leases of the six limiters, of [Keyed.For] and [KeyedTokenBucket.For],
+// and of a [Chain] of them settle, and the bounds then hold over the actual
+// costs. Count each lease at the instant it was granted, at its actual
+// cost once settled and at its permits until then. Every grant g keeps its
+// limiter's bound over the windows that end with g (the token bucket's
+// Burst + Rate·t over every interval [s, g]; a pacer's spacing; the
+// permits in g's fixed, sliding or log window; the permits held at g)
+// provided every lease granted before g that used more than its permits
+// was settled before g. Overuse is booked at once as a debt that later
+// grants pay: no grant comes until the bound over the actual costs allows
+// it. Unused permits come back as far as no later grant can have relied on
+// them: a token bucket or pacer gives back the part of the lease's cost
+// that has not refilled since its grant (all of it when settled at once,
+// nothing once its cost has refilled, nothing for a lease granted before
+// a SetRate); a window limiter gives back while the lease's window (fixed),
+// segment (sliding) or instant (log) still counts; a concurrency limiter at
+// once, and the settled lease then holds, and releases, its actual permits.
+// A debt larger than the limit is the same as the limit (the window or the
+// semaphore is full), and a token bucket caps one where its integer
+// arithmetic ends (two scaled limits ahead: at least days of refill). A
+// Keyed key evicted while a lease of its For limiter was out takes the
+// debt into the key's next limiter, from the settlement on. Leases taken
+// with a key rather than through For settle less: Keyed's with the limiter
+// that granted them, even if it was evicted since (the debt is then lost);
+// KeyedTokenBucket's not at all.
 //
 // # Close and Stats
 //

@@ -123,3 +123,30 @@ func ExampleLease_RetryAfter() {
 	// first: 0s
 	// second: false 1h0m0s
 }
+
+// A per-second and a per-day policy, chained: AppendQuotas lists both, as
+// an HTTP server would in its RateLimit-Policy field.
+func ExampleQuotaAppender() {
+	perSecond, _ := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(10, time.Second), Burst: 10})
+	perDay, _ := limiter.NewFixedWindow(limiter.FixedWindowOptions{Limit: 1000, Window: 24 * time.Hour})
+	both := limiter.Chain(perSecond, perDay)
+	both.TryAcquire(3)
+	for _, q := range both.(limiter.QuotaAppender).AppendQuotas(nil) {
+		fmt.Printf("%d per %v, %d left\n", q.Limit, q.Window, q.Remaining)
+	}
+	// Output:
+	// 10 per 1s, 7 left
+	// 1000 per 24h0m0s, 997 left
+}
+
+// A lease taken on an estimate (a 64 KiB read, 1,000 tokens of a model
+// call) is settled with its actual cost once known: the permits it did not
+// use go back.
+func ExampleLease_Settle() {
+	tb, _ := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(1000, time.Minute), Burst: 1000})
+	lease := tb.TryAcquire(800) // the estimate
+	lease = lease.Settle(300)   // the call used 300
+	fmt.Println(lease.Permits(), tb.Stats().Available)
+	// Output:
+	// 300 700
+}

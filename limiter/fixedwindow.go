@@ -28,6 +28,7 @@ type FixedWindow struct {
 }
 
 type fixedWindow struct {
+	lockedState
 	limit, window int64
 	win, count    int64
 }
@@ -39,7 +40,7 @@ func NewFixedWindow(opts FixedWindowOptions) (*FixedWindow, error) {
 		return nil, err
 	}
 	f := &FixedWindow{p: fixedWindow{limit: int64(opts.Limit), window: int64(opts.Window)}}
-	f.init(&f.p, nil, opts.Queue)
+	f.initWindowed(&f.p, &f.p.limit, opts.Queue)
 	return f, nil
 }
 
@@ -87,6 +88,21 @@ func (p *fixedWindow) quota(now int64) Quota {
 // untake exactly undoes a successful take(now, n) made under the same hold
 // of base.mu with nothing in between.
 func (p *fixedWindow) untake(_ int64, n int) { p.count -= int64(n) }
+
+// settle books a settled lease (see policy.settle): overuse counts in the
+// current window (a debt beyond the limit is the same as the limit: no
+// grant until the window ends); unused permits come back while the window
+// the lease was granted in is current.
+func (p *fixedWindow) settle(now, at, granted, actual int64) {
+	p.roll(now)
+	if actual > granted {
+		p.count += min(actual-granted, p.limit)
+		return
+	}
+	if at >= 0 && at/p.window == p.win {
+		p.count -= min(granted-actual, p.count)
+	}
+}
 
 func (p *fixedWindow) maxRequest() int64 { return p.limit }
 

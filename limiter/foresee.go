@@ -21,10 +21,10 @@ type Foreseer interface {
 func (b *bucket) Foresee(n int) (time.Duration, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed || n < 0 || int64(n) > b.pol.maxRequest() {
+	if b.q.Closed() != nil || n < 0 || int64(n) > b.pol.maxRequest() {
 		return 0, false
 	}
-	d := b.g.behind(b.now(), b.queued, int64(n))
+	d := b.g.behind(b.now(), b.q.Queued(), int64(n))
 	if d < 0 {
 		return 0, false
 	}

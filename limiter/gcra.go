@@ -53,6 +53,7 @@ type gcraConfig struct {
 	mask     int64 // 1<<shift - 1
 	pacer    bool
 	rate     Rate
+	since    int64 // ns since origin when the rate took effect (the units of settlements)
 }
 
 const (
@@ -182,13 +183,18 @@ func (c *gcraConfig) ns(units int64) int64 {
 	return ceilDiv(units, c.n)
 }
 
-// chainTake is take for a Chain's decision at now: the caller holds
-// base.mu and calls settle before releasing it.
-func (g *gcra) chainTake(now int64, n int) (bool, int64) {
+// hold starts a Chain's decision: the word becomes the locked sentinel, so
+// that lock-free fast paths wait on base.mu, and take decides from pending.
+// The caller holds base.mu.
+func (g *gcra) hold() {
 	if !g.held {
 		g.saved, _ = g.lockTat()
 		g.pending, g.held, g.takes = g.saved, true, 0
 	}
+}
+
+// chainTake is take while a Chain holds the state.
+func (g *gcra) chainTake(now int64, n int) (bool, int64) {
 	c := g.cfg.Load()
 	delta := now - c.base
 	if int64(n) > c.maxReq {
@@ -215,16 +221,16 @@ func (g *gcra) chainTake(now int64, n int) (bool, int64) {
 	return ok, retry
 }
 
-// chainUndo undoes the latest chainTake of n permits in this hold.
-func (g *gcra) chainUndo(n int) {
-	if n > 0 {
+// untake undoes the latest take of n permits in a Chain's hold.
+func (g *gcra) untake(_ int64, n int) {
+	if g.held && n > 0 {
 		g.pending -= int64(n) * g.cfg.Load().d
 		g.takes--
 	}
 }
 
-// settle ends a Chain's hold: it publishes the state the chain decided.
-func (g *gcra) settle() {
+// unhold ends a Chain's hold: it publishes the state the chain decided.
+func (g *gcra) unhold() {
 	if !g.held {
 		return
 	}
@@ -306,13 +312,75 @@ func (g *gcra) reconfigure(now int64, nc *gcraConfig) {
 		// compare-and-swap lands as if it ran before the change.
 	}
 	nc.base = now
+	if nc.n != c.n || nc.d != c.d {
+		nc.since = now
+	} else {
+		nc.since = c.since
+	}
 	g.cfg.Store(nc)
 	g.publish(newTat)
+}
+
+// settle books a settled lease at now (see policy.settle): the state moves
+// by the permits' cost, computed by settled, in the units of the rate the
+// lease was granted at; a lease granted before the rate last changed gives
+// nothing back.
+func (g *gcra) settle(now, at, granted, actual int64) {
+	c := g.cfg.Load()
+	if now-c.base > c.maxDelta {
+		nc := *c
+		g.reconfigure(now, &nc) // rebase, as take does
+		c = g.cfg.Load()
+	}
+	ago := int64(-1)
+	if at >= c.since && at <= now && granted <= c.maxReq {
+		ago = now - at
+	}
+	tat, _ := g.lockTat()
+	g.publish(c.settled(tat, (now-c.base)*c.n, ago, granted, actual))
+}
+
+// settled returns the state tat, at scaled instant nows, after a lease of
+// granted permits, granted ago ns before (negative: unknown), is settled
+// at its actual cost.
+//
+// Overuse adds its cost to the state: later grants wait until it is paid
+// (capped where the arithmetic ends, two limits of scaled time ahead). When
+// the grant's instant is not known, the debt runs from now, not from the
+// state, which may be in the past: the cost is then charged as if the
+// lease had been granted now, on the safe side.
+//
+// Unused permits come back only as far as no grant since can have relied
+// on them. The state is never below what a bucket charged the actual
+// costs all along would hold: giving back u permits lowers that one by
+// min(u·d, the least debt any later grant found), and every later grant
+// found a debt of at least the lease's own cost, granted·d, less the time
+// since: so the cost not yet refilled since the grant comes back, at most
+// the unused permits'. Settled at once, a lease gives back all it did not
+// use; settled after its permits have refilled, nothing.
+func (c *gcraConfig) settled(tat, nows, ago, granted, actual int64) int64 {
+	if actual > granted {
+		if ago < 0 {
+			tat = max(tat, nows)
+		}
+		if room := nows + 2*c.limit - tat; room > 0 {
+			return tat + min(actual-granted, room/c.d)*c.d
+		}
+		return tat
+	}
+	cost := granted * c.d // granted <= maxReq: no overflow
+	if ago < 0 || ago > cost/c.n {
+		return tat
+	}
+	return tat - min((granted-actual)*c.d, cost-ago*c.n)
 }
 
 // take is the locked path: it moves a full count of uncounted grants to the
 // counter (so the fast path can count again), rebases when needed, then takes.
 func (g *gcra) take(now int64, n int) (bool, int64) {
+	if g.held {
+		return g.chainTake(now, n)
+	}
 	if c := g.cfg.Load(); c.mask != 0 && g.uncounted() == c.mask {
 		tat, _ := g.lockTat()
 		g.publish(tat)

@@ -96,6 +96,33 @@ func (l *grantLog) untake(n int64) {
 	}
 }
 
+// giveBack takes up to n permits out of the entry of key, if the log
+// holds it: out of its count and the cumulative counts after it. An entry
+// left empty stays (unless it is the newest) until it expires. It costs
+// O(entries after key).
+func (l *grantLog) giveBack(key, n int64) {
+	lo, hi := 0, l.size
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if l.at(mid).key < key {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo == l.size || l.at(lo).key != key || n <= 0 {
+		return
+	}
+	m := uint64(min(n, int64(l.at(lo).cum-l.before(lo))))
+	for i := lo; i < l.size; i++ {
+		l.at(i).cum -= m
+	}
+	l.sum -= m
+	for l.size > 0 && l.at(l.size-1).cum == l.before(l.size-1) {
+		l.size--
+	}
+}
+
 // expire drops the entries whose key is at most upTo. It finds the first
 // entry to keep by a galloping search from the oldest: O(log k) for k
 // entries dropped, so a steady stream of grants, each expiring about one

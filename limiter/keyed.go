@@ -66,6 +66,7 @@ type keyedEntry struct {
 	pins int   // calls deciding with lim now; guarded by the shard's mu
 	held int   // granted leases of lim not yet released, when they give permits back
 	last int64 // ns since origin of the last call
+	born int64 // ns since origin when the entry was made
 }
 
 type idler interface{ isIdle() bool }
@@ -120,7 +121,7 @@ func (k *Keyed[K]) pin(key K) (*keyedEntry, error) {
 		}
 	} else {
 		k.sweep(s, now)
-		e = &keyedEntry{lim: lim}
+		e = &keyedEntry{lim: lim, born: now}
 		s.m[key] = e
 	}
 	e.pins++
@@ -135,7 +136,7 @@ func (k *Keyed[K]) unpin(key K, e *keyedEntry, l Lease) Lease {
 	s.mu.Lock()
 	e.pins--
 	e.last = k.now()
-	hold := l.granted && l.rel != nil
+	hold := holdsPermits(l)
 	if hold {
 		e.held++
 	}
@@ -256,32 +257,74 @@ func (k *Keyed[K]) Prune() int {
 // For returns the Limiter of one key: its TryAcquire and Acquire are those
 // of k with key (so eviction stays safe), and it can be handed to anything
 // that takes a Limiter: a pool per host, a pipe per tenant.
-func (k *Keyed[K]) For(key K) Limiter { return forKey[K]{k, key} }
+func (k *Keyed[K]) For(key K) Limiter { return &forKey[K]{k, key} }
 
 // keyedSet is what For needs of a keyed limiter.
 type keyedSet[K comparable] interface {
 	TryAcquire(key K, n int) Lease
 	Acquire(ctx context.Context, key K, n int) (Lease, error)
 	Quota(key K) Quota
+	// adopt makes a lease of key granted through the For limiter f one
+	// that f settles, where the key's limiter settles (or may be evicted
+	// before the lease is settled); settle settles it.
+	adopt(f Releaser, l Lease) Lease
+	settle(key K, at int64, granted, actual int)
 	// resolve and givesBack serve a key's limiter as a Chain member.
-	resolve(key K) (Limiter, part, pinner, error)
+	resolve(key K, rel Releaser) (Limiter, part, pinner, error)
 	givesBack(key K) bool
+	await(ctx context.Context, key K, n int) (Lease, error)
+	countGrant(key K)
 }
 
-// forKey is one key of a keyed limiter, as a Limiter.
+// forKey is one key of a keyed limiter, as a Limiter. It is also the
+// Releaser of the rate leases it grants, which settle by key (Lease.Settle).
 type forKey[K comparable] struct {
 	set keyedSet[K]
 	key K
 }
 
-func (f forKey[K]) TryAcquire(n int) Lease { return f.set.TryAcquire(f.key, n) }
-func (f forKey[K]) Quota() Quota           { return f.set.Quota(f.key) }
-func (f forKey[K]) givesBack() bool        { return f.set.givesBack(f.key) }
-func (f forKey[K]) resolve() (Limiter, part, pinner, error) {
-	return f.set.resolve(f.key)
+func (f *forKey[K]) TryAcquire(n int) Lease { return f.set.adopt(f, f.set.TryAcquire(f.key, n)) }
+func (f *forKey[K]) Acquire(ctx context.Context, n int) (Lease, error) {
+	l, err := f.set.Acquire(ctx, f.key, n)
+	return f.set.adopt(f, l), err
 }
-func (f forKey[K]) Acquire(ctx context.Context, n int) (Lease, error) {
-	return f.set.Acquire(ctx, f.key, n)
+func (f *forKey[K]) Quota() Quota    { return f.set.Quota(f.key) }
+func (f *forKey[K]) givesBack() bool { return f.set.givesBack(f.key) }
+func (f *forKey[K]) resolve() (Limiter, part, pinner, error) {
+	return f.set.resolve(f.key, f)
+}
+func (f *forKey[K]) await(ctx context.Context, n int) (Lease, error) {
+	return f.set.await(ctx, f.key, n)
+}
+func (f *forKey[K]) countGrant() { f.set.countGrant(f.key) }
+
+// ReleasePermits does nothing: the leases f is the Releaser of are rate
+// leases, whose permits are spent.
+func (f *forKey[K]) ReleasePermits(int) {}
+
+// SettlePermits settles a lease whose grant instant is not known: overuse
+// becomes debt, nothing comes back.
+func (f *forKey[K]) SettlePermits(granted, actual int) { f.set.settle(f.key, -1, granted, actual) }
+
+func (f *forKey[K]) settleAt(at int64, granted, actual int) { f.set.settle(f.key, at, granted, actual) }
+func (f *forKey[K]) spent() bool                            { return true }
+
+// spender is implemented by the Releasers of this package whose leases
+// hold no permits that come back (rate leases): spent reports so.
+type spender interface{ spent() bool }
+
+func (*rateLease) spent() bool { return true }
+func (c *chain) spent() bool   { return !givesBack(c) }
+
+// holdsPermits reports whether l holds permits that its Release gives
+// back: a granted lease of a Concurrency, of a Chain holding one, or of a
+// limiter from outside this package with a Releaser.
+func holdsPermits(l Lease) bool {
+	if !l.granted() || l.rel == nil {
+		return false
+	}
+	s, ok := l.rel.(spender)
+	return !ok || !s.spent()
 }
 
 // Stats sums the Stats of every key's limiter that has a Stats method
@@ -349,7 +392,7 @@ type keyPin[K comparable] struct {
 }
 
 func (p *keyPin[K]) wrap(l Lease) Lease {
-	if !l.granted || l.rel == nil {
+	if !holdsPermits(l) {
 		return l
 	}
 	s := p.k.shard(p.key)
@@ -362,7 +405,7 @@ func (p *keyPin[K]) wrap(l Lease) Lease {
 
 func (p *keyPin[K]) unpin() { p.k.unpin(p.key, p.e, Lease{}) }
 
-func (k *Keyed[K]) resolve(key K) (Limiter, part, pinner, error) {
+func (k *Keyed[K]) resolve(key K, _ Releaser) (Limiter, part, pinner, error) {
 	if k.closed.Load() {
 		return nil, nil, nil, ErrClosed
 	}
@@ -371,6 +414,74 @@ func (k *Keyed[K]) resolve(key K) (Limiter, part, pinner, error) {
 		return nil, nil, nil, err
 	}
 	return e.lim, nil, &keyPin[K]{k: k, key: key, e: e}, nil
+}
+
+// await is a Chain's wait in key's limiter's queue: it counts nothing
+// where the limiter can wait so (see awaiter).
+func (k *Keyed[K]) await(ctx context.Context, key K, n int) (Lease, error) {
+	if k.closed.Load() {
+		return denied(reasonClosed, 0), ErrClosed
+	}
+	e, err := k.pin(key)
+	if err != nil {
+		return Denied(err, 0), err
+	}
+	var l Lease
+	if a, ok := e.lim.(awaiter); ok {
+		l, err = a.await(ctx, n)
+	} else {
+		l, err = e.lim.Acquire(ctx, n)
+	}
+	return k.unpin(key, e, l), err
+}
+
+// adopt makes a rate lease of key's limiter, granted through For, one that
+// the For limiter f settles, with its instant in k's time: should the
+// key's limiter be evicted before the lease is settled, its debt then goes
+// to the key's next limiter.
+func (k *Keyed[K]) adopt(f Releaser, l Lease) Lease {
+	if r, ok := l.rel.(*rateLease); ok && l.granted() {
+		l.x = ^(l.at() + int64(r.b.origin.Sub(k.origin)))
+		l.rel = f
+	}
+	return l
+}
+
+// settle settles a lease of key granted at instant at of k (see
+// Lease.Settle) with key's limiter: the one that granted it, or, if that
+// one was evicted, the key's limiter now, which takes the debt of an
+// overuse and gives nothing back.
+func (k *Keyed[K]) settle(key K, at int64, granted, actual int) {
+	if k.closed.Load() {
+		return
+	}
+	e, err := k.pin(key)
+	if err != nil {
+		return
+	}
+	defer k.unpin(key, e, Lease{})
+	b, ok := e.lim.(based)
+	if !ok {
+		return
+	}
+	inner := b.core()
+	innerAt := at - int64(inner.origin.Sub(k.origin))
+	if at < 0 || e.born > at {
+		innerAt = -1 // granted by a limiter since evicted
+	}
+	inner.settleAt(innerAt, granted, actual)
+}
+
+// countGrant counts, in key's limiter, a grant a Chain made through await.
+func (k *Keyed[K]) countGrant(key K) {
+	e, err := k.pin(key)
+	if err != nil {
+		return
+	}
+	if a, ok := e.lim.(awaiter); ok {
+		a.countGrant()
+	}
+	k.unpin(key, e, Lease{})
 }
 
 func (k *Keyed[K]) givesBack(key K) bool {

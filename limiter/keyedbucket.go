@@ -4,20 +4,21 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/rategate/rategate/internal/precise"
+	"github.com/rategate/rategate/internal/waitq"
 )
 
-// KeyedTokenBucket is a compact set of token buckets, one per key, all with
-// the same rate and burst. Each key costs its slot in an open-addressing
-// table (the key, an 8-byte state and a tag byte, about 50 bytes for a string
-// key at the table's typical load), so millions of keys fit. A key whose
-// bucket is full is as if new: such keys are dropped whenever a shard of the
-// table would grow, so memory follows the number of recently busy keys,
-// with no goroutine.
+// KeyedTokenBucket is a set of token buckets, one per key, all with the
+// same rate and burst. A key's whole state is one 8-byte number in a Go map
+// (under 64 bytes per key held, string header included: see
+// bench/results/keyedmem.md), so millions of keys fit. A key whose bucket
+// is full is as if new: such keys are dropped whenever a shard's map has
+// doubled since it last dropped them, and by Prune, so memory follows the
+// number of recently busy keys, with no goroutine.
 //
 // Bound: per key, as TokenBucket: at most Burst + Rate·t permits in every
 // interval of length t.
@@ -35,38 +36,21 @@ type KeyedTokenBucket[K comparable] struct {
 	shards [keyedShards]bucketShard[K]
 }
 
-// bucketShard is a linear-probing hash table. Entries are removed only by
-// rebuilding the table, so probing never meets a deleted slot.
+// bucketShard holds the keys whose hash falls in it.
 type bucketShard[K comparable] struct {
-	mu    sync.Mutex
-	ctrl  []uint8 // 0: empty; else 0x80 | 7 bits of the key's hash
-	slots []bucketSlot[K]
-	count int
-	base  int64 // ns since origin at which the shard's scaled time is 0
+	mu sync.Mutex
+	// tats maps each key whose bucket is not full to its GCRA state, in
+	// scaled units from base; a key not in it has a full bucket.
+	tats map[K]int64
+	base int64 // ns since origin at which the shard's scaled time is 0
+	// sweepAt is the size at which the next insertion drops full buckets;
+	// peak the most keys tats has held, to give memory back (a Go map
+	// does not shrink).
+	sweepAt, peak int
 	// granted and rejected count outcomes, under mu.
 	granted, rejected int64
-	waits             map[K]*keyQueue // keys with Acquire calls waiting
-}
-
-// bucketSlot's tat is the GCRA state in scaled units from the shard's base.
-type bucketSlot[K comparable] struct {
-	key K
-	tat int64
-}
-
-// keyQueue is the Acquire calls waiting on one key; ws[0] is served next.
-type keyQueue struct {
-	ws   []*keyWaiter
-	cost int64 // what Queue.Limit caps: permits queued, a zero-permit waiter counting one
-}
-
-// keyWaiter is one Acquire call waiting on a key. Whatever concerns it (it
-// became the head, a NewestFirst queue pushed it out, Close) pokes it; it
-// then looks, under the shard's lock, at what changed.
-type keyWaiter struct {
-	n    int
-	poke chan struct{} // buffered: a poke is never lost, nor waited for
-	out  bool          // pushed out of a full NewestFirst queue; under mu
+	waits             map[K]*waitq.Queue // keys with Acquire calls waiting
+	spare             *waitq.Queue       // a queue no waiter has used, for the next key
 }
 
 // NewKeyedTokenBucket returns an empty set of token buckets, or an
@@ -82,113 +66,80 @@ func NewKeyedTokenBucket[K comparable](opts TokenBucketOptions) (*KeyedTokenBuck
 	return &KeyedTokenBucket[K]{cfg: c, q: opts.Queue, origin: time.Now(), seed: maphash.MakeSeed()}, nil
 }
 
-func tagOf(h uint64) uint8 { return 0x80 | uint8(h>>57)&0x7f }
+// minSweep is the smallest size at which a shard's insertion sweeps.
+const minSweep = 8
 
-// find returns the slot of key, or the empty slot where it would go.
-func (s *bucketShard[K]) find(key K, h uint64) (int, bool) {
-	mask := len(s.ctrl) - 1
-	tag := tagOf(h)
-	for i := int(h) & mask; ; i = (i + 1) & mask {
-		switch c := s.ctrl[i]; {
-		case c == 0:
-			return i, false
-		case c == tag && s.slots[i].key == key:
-			return i, true
+// sweep drops the keys whose bucket is full at nows (scaled), and makes a
+// new map when the old one is mostly empty, so that memory follows the keys
+// held. The next sweep comes when the map has doubled: sweeps cost O(1) per
+// insertion, amortized. The caller holds s.mu.
+func (s *bucketShard[K]) sweep(nows int64) {
+	for key, tat := range s.tats {
+		if tat <= nows {
+			delete(s.tats, key)
 		}
 	}
+	if len(s.tats)*4 < s.peak {
+		s.tats = maps.Clone(s.tats) // sized for what is left
+		s.peak = len(s.tats)
+	}
+	s.sweepAt = max(2*len(s.tats), minSweep)
 }
 
-// rebuild rehashes the live keys of s into a table of size (a power of two),
-// dropping keys whose bucket is full at now, and rebasing scaled time to now.
-func (k *KeyedTokenBucket[K]) rebuild(s *bucketShard[K], size int, now int64) {
-	oldCtrl, oldSlots := s.ctrl, s.slots
-	// After an idle spell longer than maxDelta every bucket is full (no
-	// state reaches that far ahead), and the shift would overflow.
-	idleAll := now-s.base > k.cfg.maxDelta
-	var shift int64
-	if !idleAll {
-		shift = (now - s.base) * k.cfg.n
+// insert sets the state of key, which has none, sweeping first when the
+// map has grown enough. The caller holds s.mu and has called rebase.
+func (s *bucketShard[K]) insert(key K, tat, nows int64) {
+	if s.tats == nil {
+		s.tats, s.sweepAt = make(map[K]int64), minSweep
 	}
-	s.ctrl, s.slots, s.count, s.base = make([]uint8, size), make([]bucketSlot[K], size), 0, now
-	for i, c := range oldCtrl {
-		if c == 0 || idleAll || oldSlots[i].tat <= shift {
-			continue
-		}
-		h := maphash.Comparable(k.seed, oldSlots[i].key)
-		j, _ := s.find(oldSlots[i].key, h)
-		s.ctrl[j] = tagOf(h)
-		s.slots[j] = bucketSlot[K]{key: oldSlots[i].key, tat: oldSlots[i].tat - shift}
-		s.count++
+	if len(s.tats)+1 >= s.sweepAt {
+		s.sweep(nows)
 	}
+	s.tats[key] = tat
+	s.peak = max(s.peak, len(s.tats))
 }
 
-// makeRoom prepares s for one more key: past 3/4 load it drops full
-// buckets, then grows so that at least a quarter of the table stays free
-// (rebuilds are amortized O(1) per insert), or shrinks when mostly empty.
-func (k *KeyedTokenBucket[K]) makeRoom(s *bucketShard[K], now int64) {
-	if len(s.ctrl) == 0 {
-		s.ctrl, s.slots, s.base = make([]uint8, 8), make([]bucketSlot[K], 8), now
-		return
-	}
-	if (s.count+1)*4 <= len(s.ctrl)*3 {
-		return
-	}
-	k.rebuild(s, len(s.ctrl), now)
-	size := len(s.ctrl)
-	for (s.count+1)*2 > size {
-		size *= 2
-	}
-	for size > 8 && (s.count+1)*8 < size {
-		size /= 2
-	}
-	if size != len(s.ctrl) {
-		k.rebuild(s, size, now)
-	}
+// locate returns key's shard.
+func (k *KeyedTokenBucket[K]) locate(key K) *bucketShard[K] {
+	return &k.shards[maphash.Comparable(k.seed, key)>>(64-6)]
 }
 
-// locate returns key's shard and hash.
-func (k *KeyedTokenBucket[K]) locate(key K) (*bucketShard[K], uint64) {
-	h := maphash.Comparable(k.seed, key)
-	return &k.shards[h>>(64-6)], h
-}
-
-// rebase keeps now within reach of s's scaled time. The caller holds s.mu.
+// rebase keeps now within reach of s's scaled time: it moves the shard's
+// base to now, shifting every state and dropping the full buckets. The
+// caller holds s.mu.
 func (k *KeyedTokenBucket[K]) rebase(s *bucketShard[K], now int64) {
 	if now-s.base <= k.cfg.maxDelta/2 {
 		return
 	}
-	if len(s.ctrl) == 0 {
-		s.base = now
-		return
+	if now-s.base > k.cfg.maxDelta {
+		// Every bucket is full (no state reaches that far ahead), and the
+		// shift would overflow.
+		clear(s.tats)
+	} else {
+		shift := (now - s.base) * k.cfg.n
+		for key, tat := range s.tats {
+			s.tats[key] = tat - shift
+		}
+		s.sweep(0)
 	}
-	k.rebuild(s, len(s.ctrl), now)
+	s.base = now
 }
 
 // step decides n permits for key at now. The caller holds s.mu and has
-// called rebase. It returns the state before, for undo, and whether the key
-// had a slot.
-func (k *KeyedTokenBucket[K]) step(s *bucketShard[K], key K, h uint64, now int64, n int) (ok bool, retry int64) {
+// called rebase.
+func (k *KeyedTokenBucket[K]) step(s *bucketShard[K], key K, now int64, n int) (ok bool, retry int64) {
 	c := k.cfg
-	var tat int64
-	i, found := 0, false
-	if len(s.ctrl) > 0 {
-		if i, found = s.find(key, h); found {
-			tat = s.slots[i].tat
-		}
-	}
-	next, retry, ok := c.step(tat, (now-s.base)*c.n, int64(n))
+	nows := (now - s.base) * c.n
+	tat, found := s.tats[key] // not found: a full bucket, as any tat <= nows
+	next, retry, ok := c.step(tat, nows, int64(n))
 	if !ok || next == tat {
 		return ok, retry
 	}
-	if !found {
-		k.makeRoom(s, now)
-		next = (now-s.base)*c.n + int64(n)*c.d
-		i, _ = s.find(key, h)
-		s.ctrl[i] = tagOf(h)
-		s.slots[i].key = key
-		s.count++
+	if found {
+		s.tats[key] = next
+	} else {
+		s.insert(key, next, nows)
 	}
-	s.slots[i].tat = next
 	return true, 0
 }
 
@@ -199,20 +150,20 @@ func (k *KeyedTokenBucket[K]) TryAcquire(key K, n int) Lease {
 		return denied(why, 0)
 	}
 	now := int64(time.Since(k.origin))
-	s, h := k.locate(key)
+	s := k.locate(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.waits[key] != nil {
+	if s.waiting(key) {
 		s.rejected++
 		return denied(reasonLimited, 0)
 	}
 	k.rebase(s, now)
-	if ok, retry := k.step(s, key, h, now, n); !ok {
+	if ok, retry := k.step(s, key, now, n); !ok {
 		s.rejected++
 		return denied(reasonLimited, time.Duration(retry))
 	}
 	s.granted++
-	return grantedLease(nil, n)
+	return grantedLease(nil, n, now)
 }
 
 func (k *KeyedTokenBucket[K]) check(n int) reason {
@@ -233,30 +184,47 @@ func (k *KeyedTokenBucket[K]) check(n int) reason {
 // context.DeadlineExceeded when the bucket will not hold n permits before
 // ctx's deadline.
 func (k *KeyedTokenBucket[K]) Acquire(ctx context.Context, key K, n int) (Lease, error) {
+	return k.acquire(ctx, key, n, false)
+}
+
+// acquire is Acquire; a silent one (a Chain's wait in the key's queue)
+// counts neither its grant nor its failure.
+func (k *KeyedTokenBucket[K]) acquire(ctx context.Context, key K, n int, silent bool) (Lease, error) {
 	if ctx == nil {
 		panic("limiter: nil Context")
 	}
 	if why := k.check(n); why != reasonNone {
-		return k.fail(key, denied(why, 0), k.requestErr(why, n))
+		return k.fail(key, silent, denied(why, 0), k.requestErr(why, n))
 	}
 	if err := ctx.Err(); err != nil {
-		return k.fail(key, ctxDenied(err), err)
+		return k.fail(key, silent, ctxDenied(err), err)
 	}
-	s, _ := k.locate(key)
+	s := k.locate(key)
 	s.mu.Lock()
-	w, l, err := k.enqueue(ctx, s, key, n)
+	q, w, l, err := k.enqueue(ctx, s, key, n, silent)
 	s.mu.Unlock()
 	if w == nil {
 		if err != nil {
-			return k.fail(key, l, err)
+			return k.fail(key, silent, l, err)
 		}
 		return l, nil
 	}
-	l, err = k.wait(ctx, s, key, w)
-	if err != nil {
-		return k.fail(key, l, err)
+	err = q.Wait(ctx, w, func(t time.Time) { k.serve(s, q, key, t) })
+	s.mu.Lock()
+	if q.Len() == 0 && s.waits[key] == q {
+		delete(s.waits, key)
 	}
-	return l, nil
+	s.mu.Unlock()
+	if err != nil {
+		return k.fail(key, silent, denied(reasonOf(err), w.RetryAfter()), err)
+	}
+	return grantedLease(nil, n, w.Stamp), nil
+}
+
+// waiting reports whether Acquire calls wait on key. The caller holds s.mu.
+func (s *bucketShard[K]) waiting(key K) bool {
+	q := s.waits[key]
+	return q != nil && q.Len() > 0
 }
 
 func (k *KeyedTokenBucket[K]) requestErr(why reason, n int) error {
@@ -269,141 +237,70 @@ func (k *KeyedTokenBucket[K]) requestErr(why reason, n int) error {
 	return why.err()
 }
 
-// fail counts a failed Acquire.
-func (k *KeyedTokenBucket[K]) fail(key K, l Lease, err error) (Lease, error) {
-	s, _ := k.locate(key)
-	s.mu.Lock()
-	s.rejected++
-	s.mu.Unlock()
+// fail counts a failed Acquire, unless silent.
+func (k *KeyedTokenBucket[K]) fail(key K, silent bool, l Lease, err error) (Lease, error) {
+	if !silent {
+		s := k.locate(key)
+		s.mu.Lock()
+		s.rejected++
+		s.mu.Unlock()
+	}
 	return l, err
 }
 
-// enqueue grants at once when nobody waits on key and the bucket holds n,
-// and otherwise queues a waiter (nil when it fails at once). The caller
-// holds s.mu.
-func (k *KeyedTokenBucket[K]) enqueue(ctx context.Context, s *bucketShard[K], key K, n int) (*keyWaiter, Lease, error) {
-	now := int64(time.Since(k.origin))
+// enqueue grants at once when the key's queue lets a newcomer be served
+// first and the bucket holds n, fails at once (see waitq.Queue.Take), or
+// queues a waiter in the key's queue (w != nil). The caller holds s.mu.
+func (k *KeyedTokenBucket[K]) enqueue(ctx context.Context, s *bucketShard[K], key K, n int, silent bool) (*waitq.Queue, *waitq.Waiter, Lease, error) {
+	if k.closed.Load() { // Close walks the shards under their locks: see Close
+		return nil, nil, denied(reasonClosed, 0), ErrClosed
+	}
+	t := time.Now()
+	now := int64(t.Sub(k.origin))
 	q := s.waits[key]
-	if q == nil || k.q.Order == NewestFirst {
+	if q == nil {
+		if q = s.spare; q == nil {
+			q = &waitq.Queue{}
+			q.Init(&s.mu, k.q.waitq())
+		}
+		s.spare = nil
+	}
+	w, granted, retry, err := q.Take(ctx, t, int64(n), func(n int64) (bool, time.Duration) {
 		k.rebase(s, now)
-		_, h := k.locate(key)
-		ok, retry := k.step(s, key, h, now, n)
-		if ok && q == nil {
-			s.granted++
-			return nil, grantedLease(nil, n), nil
+		ok, retry := k.step(s, key, now, int(n))
+		return ok, time.Duration(retry)
+	})
+	if w == nil {
+		if q.Len() == 0 && s.waits[key] == nil {
+			s.spare = q // no waiter used it
 		}
-		if err := pastDeadline(ctx, time.Duration(retry)); err != nil {
-			return nil, denied(reasonDeadline, time.Duration(retry)), err
+		if granted {
+			s.granted += boolInt(!silent)
+			return nil, nil, grantedLease(nil, n, now), nil
 		}
-		if ok { // NewestFirst with older waiters: the newcomer is served first
-			s.granted++
-			return nil, grantedLease(nil, n), nil
-		}
+		return nil, nil, denied(reasonOf(err), retry), err
 	}
-	cost := max(int64(n), 1)
-	if lim := int64(k.q.Limit); lim > 0 {
-		if cost > lim {
-			return nil, denied(reasonQueueFull, 0), fmt.Errorf("%w: %d permits asked, queue holds at most %d", ErrQueueFull, n, lim)
-		}
-		if q != nil && k.q.Order == OldestFirst && q.cost > lim-cost {
-			return nil, denied(reasonQueueFull, 0), ErrQueueFull
-		}
+	if s.waits == nil {
+		s.waits = make(map[K]*waitq.Queue)
 	}
-	if q == nil {
-		q = &keyQueue{}
-		if s.waits == nil {
-			s.waits = make(map[K]*keyQueue)
-		}
-		s.waits[key] = q
-	}
-	w := &keyWaiter{n: n, poke: make(chan struct{}, 1)}
-	if k.q.Order == NewestFirst && len(q.ws) > 0 {
-		// The old head finds, when it next looks, that it no longer is.
-		q.ws = append([]*keyWaiter{w}, q.ws...)
-		for lim := int64(k.q.Limit); lim > 0 && q.cost > lim-cost; {
-			old := q.ws[len(q.ws)-1]
-			q.ws = q.ws[:len(q.ws)-1]
-			q.cost -= max(int64(old.n), 1)
-			old.out = true
-			signal(old.poke)
-		}
-	} else {
-		q.ws = append(q.ws, w)
-	}
-	q.cost += cost
-	return w, Lease{}, nil // its wait starts by looking whether it heads the queue
+	s.waits[key] = q
+	w.Silent = silent
+	return q, w, Lease{}, nil
 }
 
-// wait serves w: until it heads its key's queue it waits for a poke; then
-// it waits precisely (internal/precise, as every limiter's queue does) until
-// the bucket could grant, and tries, until granted.
-func (k *KeyedTokenBucket[K]) wait(ctx context.Context, s *bucketShard[K], key K, w *keyWaiter) (Lease, error) {
-	var pt precise.Timer
-	defer pt.Stop()
-	_, h := k.locate(key)
-	for {
-		var at time.Time
-		now := int64(time.Since(k.origin))
-		s.mu.Lock()
-		if w.out {
-			s.mu.Unlock()
-			return denied(reasonQueueFull, 0), ErrQueueFull
+// serve grants the waiters of key's queue in order while its bucket holds
+// their permits at t. The caller holds s.mu.
+func (k *KeyedTokenBucket[K]) serve(s *bucketShard[K], q *waitq.Queue, key K, t time.Time) {
+	now := int64(t.Sub(k.origin))
+	k.rebase(s, now)
+	q.Serve(t, func(w *waitq.Waiter) (bool, time.Duration) {
+		ok, retry := k.step(s, key, now, int(w.N()))
+		if ok {
+			w.Stamp = now
+			s.granted += boolInt(!w.Silent)
 		}
-		if k.closed.Load() {
-			k.remove(s, key, w)
-			s.mu.Unlock()
-			return denied(reasonClosed, 0), ErrClosed
-		}
-		if q := s.waits[key]; q != nil && q.ws[0] == w {
-			k.rebase(s, now)
-			ok, retry := k.step(s, key, h, now, w.n)
-			if ok {
-				s.granted++
-				k.remove(s, key, w)
-				s.mu.Unlock()
-				return grantedLease(nil, w.n), nil
-			}
-			if err := pastDeadline(ctx, time.Duration(retry)); err != nil {
-				k.remove(s, key, w)
-				s.mu.Unlock()
-				return denied(reasonDeadline, time.Duration(retry)), err
-			}
-			at = k.origin.Add(time.Duration(now + retry))
-		}
-		s.mu.Unlock()
-		if pt.Until(ctx, w.poke, at, 0) == precise.Done {
-			k.leave(s, key, w)
-			return ctxDenied(ctx.Err()), ctx.Err()
-		}
-	}
-}
-
-func (k *KeyedTokenBucket[K]) leave(s *bucketShard[K], key K, w *keyWaiter) {
-	s.mu.Lock()
-	k.remove(s, key, w)
-	s.mu.Unlock()
-}
-
-// remove takes w out of key's queue, if it is there, and makes the next
-// waiter the head. The caller holds s.mu.
-func (k *KeyedTokenBucket[K]) remove(s *bucketShard[K], key K, w *keyWaiter) {
-	q := s.waits[key]
-	if q == nil {
-		return
-	}
-	for i, x := range q.ws {
-		if x != w {
-			continue
-		}
-		q.ws = append(q.ws[:i], q.ws[i+1:]...)
-		q.cost -= max(int64(w.n), 1)
-		if len(q.ws) == 0 {
-			delete(s.waits, key)
-		} else if i == 0 {
-			signal(q.ws[0].poke) // the next head
-		}
-		return
-	}
+		return ok, time.Duration(retry)
+	})
 }
 
 // Len returns the number of keys held; full buckets not yet dropped count.
@@ -412,28 +309,25 @@ func (k *KeyedTokenBucket[K]) Len() int {
 	for i := range k.shards {
 		s := &k.shards[i]
 		s.mu.Lock()
-		n += s.count
+		n += len(s.tats)
 		s.mu.Unlock()
 	}
 	return n
 }
 
-// Prune drops every key whose bucket is full, shrinking tables that become
-// mostly empty, and returns how many keys it dropped. Full buckets are also
-// dropped whenever a shard would grow; Prune gives memory back at once.
+// Prune drops every key whose bucket is full, making a new, smaller map
+// for a shard whose map is left mostly empty (a Go map does not shrink),
+// and returns how many keys it dropped. Full buckets are also dropped
+// whenever a shard's map has doubled; Prune gives memory back at once.
 func (k *KeyedTokenBucket[K]) Prune() int {
 	now, dropped := int64(time.Since(k.origin)), 0
 	for i := range k.shards {
 		s := &k.shards[i]
 		s.mu.Lock()
-		if before := s.count; before > 0 {
-			size := len(s.ctrl)
-			for size > 8 && (s.count+1)*8 < size {
-				size /= 2
-			}
-			k.rebuild(s, size, now)
-			dropped += before - s.count
-		}
+		before := len(s.tats)
+		k.rebase(s, now)
+		s.sweep((now - s.base) * k.cfg.n)
+		dropped += before - len(s.tats)
 		s.mu.Unlock()
 	}
 	return dropped
@@ -451,10 +345,8 @@ func (k *KeyedTokenBucket[K]) Stats() Stats {
 		st.Granted += s.granted
 		st.Rejected += s.rejected
 		for _, q := range s.waits {
-			st.Waiters += len(q.ws)
-			for _, w := range q.ws {
-				st.Queued += int64(w.n)
-			}
+			st.Waiters += q.Len()
+			st.Queued += q.Queued()
 		}
 		s.mu.Unlock()
 	}
@@ -463,7 +355,7 @@ func (k *KeyedTokenBucket[K]) Stats() Stats {
 
 // For returns the Limiter of one key: its TryAcquire and Acquire are those
 // of k with key, so it can be handed to anything that takes a Limiter.
-func (k *KeyedTokenBucket[K]) For(key K) Limiter { return forKey[K]{k, key} }
+func (k *KeyedTokenBucket[K]) For(key K) Limiter { return &forKey[K]{k, key} }
 
 // Close fails every waiting Acquire with ErrClosed and makes later calls
 // fail with ErrClosed. It returns nil, also when called again.
@@ -471,15 +363,13 @@ func (k *KeyedTokenBucket[K]) Close() error {
 	if k.closed.Swap(true) {
 		return nil
 	}
-	// Every waiter then finds, under its shard's lock, the set closed; one
-	// that queues after its shard was walked sees it when it first looks.
+	// An Acquire that queues after its shard was walked finds the set
+	// closed under the shard's lock (enqueue).
 	for i := range k.shards {
 		s := &k.shards[i]
 		s.mu.Lock()
 		for _, q := range s.waits {
-			for _, w := range q.ws {
-				signal(w.poke)
-			}
+			q.Close(ErrClosed)
 		}
 		s.mu.Unlock()
 	}
@@ -491,16 +381,11 @@ func (k *KeyedTokenBucket[K]) Close() error {
 func (k *KeyedTokenBucket[K]) Quota(key K) Quota {
 	c := k.cfg
 	now := int64(time.Since(k.origin))
-	s, h := k.locate(key)
+	s := k.locate(key)
 	s.mu.Lock()
 	k.rebase(s, now)
-	var debt int64
-	if len(s.ctrl) > 0 {
-		if i, found := s.find(key, h); found {
-			debt = max(s.slots[i].tat-(now-s.base)*c.n, 0)
-		}
-	}
-	waiting := s.waits[key] != nil
+	debt := max(s.tats[key]-(now-s.base)*c.n, 0)
+	waiting := s.waiting(key)
 	s.mu.Unlock()
 	window, ok := mulDivCeil(c.burst, c.d, c.n)
 	if !ok {
@@ -523,17 +408,29 @@ type bucketPart[K comparable] struct {
 	k     *KeyedTokenBucket[K]
 	s     *bucketShard[K]
 	key   K
-	h     uint64
-	debt  int64 // the key's debt, in scaled units, before the chain's first take
+	rel   Releaser // the key's For limiter, which settles its leases
+	debt  int64    // the key's debt, in scaled units, before the chain's first take
 	takes int
 }
 
-func (k *KeyedTokenBucket[K]) resolve(key K) (Limiter, part, pinner, error) {
-	s, h := k.locate(key)
-	return nil, &bucketPart[K]{k: k, s: s, key: key, h: h}, nil, nil
+func (k *KeyedTokenBucket[K]) resolve(key K, rel Releaser) (Limiter, part, pinner, error) {
+	return nil, &bucketPart[K]{k: k, s: k.locate(key), key: key, rel: rel}, nil, nil
 }
 
 func (k *KeyedTokenBucket[K]) givesBack(K) bool { return false }
+
+// await is a Chain's wait in key's queue: it counts nothing.
+func (k *KeyedTokenBucket[K]) await(ctx context.Context, key K, n int) (Lease, error) {
+	return k.acquire(ctx, key, n, true)
+}
+
+// countGrant counts a grant to key that a Chain made through await.
+func (k *KeyedTokenBucket[K]) countGrant(key K) {
+	s := k.locate(key)
+	s.mu.Lock()
+	s.granted++
+	s.mu.Unlock()
+}
 
 func (p *bucketPart[K]) mutex() *sync.Mutex { return &p.s.mu }
 
@@ -542,30 +439,18 @@ func (p *bucketPart[K]) take(t time.Time, n int) (bool, reason, int64) {
 	if why := k.check(n); why != reasonNone {
 		return false, why, 0
 	}
-	if s.waits[p.key] != nil {
+	if s.waiting(p.key) {
 		return false, reasonLimited, 0
 	}
 	now := int64(t.Sub(k.origin))
 	if p.takes == 0 {
-		// Rebase and make room before recording the state to restore, so
-		// that no rebuild comes between the take and its undo.
+		// Rebase before recording the state to restore: at the chain's one
+		// instant no later take rebases again, so base stays put until the
+		// undo.
 		k.rebase(s, now)
-		if len(s.ctrl) == 0 {
-			k.makeRoom(s, now)
-		}
-		i, found := s.find(p.key, p.h)
-		if !found {
-			k.makeRoom(s, now)
-			i, _ = s.find(p.key, p.h)
-			s.ctrl[i] = tagOf(p.h)
-			s.slots[i] = bucketSlot[K]{key: p.key, tat: (now - s.base) * k.cfg.n} // full: as if new
-			s.count++
-		}
-		// The debt at now, which another key's insertion (a rebuild,
-		// rebasing the shard) does not change.
-		p.debt = max(s.slots[i].tat-(now-s.base)*k.cfg.n, 0)
+		p.debt = max(s.tats[p.key]-(now-s.base)*k.cfg.n, 0)
 	}
-	ok, retry := k.step(s, p.key, p.h, now, n)
+	ok, retry := k.step(s, p.key, now, n)
 	if ok {
 		p.takes++
 	}
@@ -576,19 +461,69 @@ func (p *bucketPart[K]) take(t time.Time, n int) (bool, reason, int64) {
 // before (a full bucket, as for a new key, is any state at or before now).
 func (p *bucketPart[K]) undo(t time.Time, _ int) {
 	if p.takes--; p.takes == 0 {
+		s := p.s
+		if p.debt == 0 {
+			delete(s.tats, p.key)
+			return
+		}
 		now := int64(t.Sub(p.k.origin))
-		i, _ := p.s.find(p.key, p.h)
-		p.s.slots[i].tat = p.debt + (now-p.s.base)*p.k.cfg.n
+		s.tats[p.key] = p.debt + (now-s.base)*p.k.cfg.n
 	}
 }
 
 func (p *bucketPart[K]) settle() {}
 
-func (p *bucketPart[K]) grant(n int) Lease {
+func (p *bucketPart[K]) grant(t time.Time, n int) Lease {
 	p.s.mu.Lock()
 	p.s.granted++
 	p.s.mu.Unlock()
-	return grantedLease(nil, n)
+	return grantedLease(p.rel, n, int64(t.Sub(p.k.origin)))
 }
 
 func (p *bucketPart[K]) refuse() { p.s.rejected++ }
+
+// adopt makes a lease of key's bucket, granted by the For limiter f, one
+// that f settles.
+func (k *KeyedTokenBucket[K]) adopt(f Releaser, l Lease) Lease {
+	if l.granted() {
+		l.rel = f
+	}
+	return l
+}
+
+// settle settles a lease of key's bucket granted at instant at of k (see
+// Lease.Settle), as a TokenBucket does, and serves the key's queue again.
+func (k *KeyedTokenBucket[K]) settle(key K, at int64, granted, actual int) {
+	if granted < 0 || actual < 0 {
+		return
+	}
+	c := k.cfg
+	t := time.Now()
+	now := int64(t.Sub(k.origin))
+	s := k.locate(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k.rebase(s, now)
+	ago := int64(-1)
+	if at >= 0 && at <= now && int64(granted) <= c.maxReq {
+		ago = now - at
+	}
+	nows := (now - s.base) * c.n
+	tat, found := s.tats[key]
+	if !found {
+		// A full bucket, whose state was at or before now when it was
+		// dropped: from now is the safe side for a debt.
+		tat = nows
+	}
+	switch next := c.settled(tat, nows, ago, int64(granted), int64(actual)); {
+	case next > nows && found:
+		s.tats[key] = next
+	case next > nows:
+		s.insert(key, next, nows)
+	default:
+		delete(s.tats, key) // full: as if new
+	}
+	if q := s.waits[key]; q != nil && q.Len() > 0 {
+		k.serve(s, q, key, t)
+	}
+}

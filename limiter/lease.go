@@ -58,24 +58,38 @@ type Releaser interface {
 // of it more than once gives the permits back more than once). The zero Lease
 // is not granted and its Release does nothing.
 type Lease struct {
-	// Four fields in 32 bytes, so that the compiler keeps a Lease in
-	// registers instead of copying it through memory.
-	rel     Releaser
-	v       int64 // granted: the permits; refused: the retry hint in ns
-	granted bool
-	why     reason
+	// Three fields in 32 bytes, so that the compiler keeps a Lease in
+	// registers instead of copying it through memory (it does so for at
+	// most four fields and 32 bytes).
+	rel Releaser
+	v   int64 // granted: the permits; refused: the retry hint in ns
+	// x is, for a granted lease, ^at, where at >= 0 is the instant of the
+	// grant in ns since its limiter's origin (what a settlement needs to
+	// know), so x < 0; for a refused lease, its reason, so x >= 0 (the zero
+	// Lease is refused for no stated reason).
+	x int64
 }
 
-// grantedLease is a granted lease of n permits whose Release calls rel.
-func grantedLease(rel Releaser, n int) Lease {
-	return Lease{rel: rel, v: int64(n), granted: true}
+// grantedLease is a granted lease of n permits, granted at instant at of
+// its limiter, whose Release calls rel.
+func grantedLease(rel Releaser, n int, at int64) Lease {
+	return Lease{rel: rel, v: int64(n), x: ^max(at, 0)}
 }
+
+// granted reports whether l was granted.
+func (l Lease) granted() bool { return l.x < 0 }
+
+// why returns the reason l was refused (reasonNone when granted).
+func (l Lease) why() reason { return reason(max(l.x, 0)) }
+
+// at returns the instant at which l was granted.
+func (l Lease) at() int64 { return ^l.x }
 
 // NewLease returns a granted lease of n permits whose Release calls
 // r.ReleasePermits(n); r may be nil for permits that are not given back.
 // It is for implementations of Limiter outside this package.
 func NewLease(n int, r Releaser) Lease {
-	return grantedLease(r, n)
+	return grantedLease(r, n, 0)
 }
 
 // Denied returns a lease that was not granted because of err, with a retry
@@ -86,31 +100,26 @@ func NewLease(n int, r Releaser) Lease {
 // errors and the context errors are recognised with errors.Is and cost no
 // allocation, any other error one small allocation.
 func Denied(err error, retryAfter time.Duration) Lease {
-	why := reasonLimited
-	switch {
-	case errors.Is(err, ErrClosed):
-		why = reasonClosed
-	case errors.Is(err, ErrQueueFull):
-		why = reasonQueueFull
-	case errors.Is(err, ErrExceedsLimit):
-		why = reasonExceeds
-	case errors.Is(err, ErrInvalidCount):
-		why = reasonInvalid
-	case errors.Is(err, ErrNoLimiter):
-		why = reasonNoLimiter
-	case errors.Is(err, context.DeadlineExceeded):
-		why = reasonDeadline
-	case errors.Is(err, context.Canceled):
-		why = reasonCanceled
-	}
+	why := reasonOf(err)
 	if retryAfter < 0 {
 		retryAfter = 0
 	}
-	l := Lease{v: int64(retryAfter), why: why}
+	l := Lease{v: int64(retryAfter), x: int64(why)}
 	if err != nil && err != why.err() {
 		l.rel = foreignErr{&err}
 	}
 	return l
+}
+
+// reasonOf returns the reason that err matches with errors.Is, or
+// reasonLimited.
+func reasonOf(err error) reason {
+	for _, why := range [...]reason{reasonClosed, reasonQueueFull, reasonExceeds, reasonInvalid, reasonNoLimiter, reasonDeadline, reasonCanceled} {
+		if errors.Is(err, why.err()) {
+			return why
+		}
+	}
+	return reasonLimited
 }
 
 // foreignErr carries the error of a lease refused by a limiter outside this
@@ -122,23 +131,23 @@ type foreignErr struct{ err *error }
 func (foreignErr) ReleasePermits(int) {}
 
 func denied(why reason, retry time.Duration) Lease {
-	return Lease{v: int64(retry), why: why}
+	return Lease{v: int64(retry), x: int64(why)}
 }
 
 // ctxDenied is the lease of an Acquire that failed because ctx ended.
 func ctxDenied(err error) Lease {
 	if errors.Is(err, context.DeadlineExceeded) {
-		return Lease{why: reasonDeadline}
+		return Lease{x: int64(reasonDeadline)}
 	}
-	return Lease{why: reasonCanceled}
+	return Lease{x: int64(reasonCanceled)}
 }
 
 // Granted reports whether the permits were granted.
-func (l Lease) Granted() bool { return l.granted }
+func (l Lease) Granted() bool { return l.granted() }
 
 // Permits returns the number of permits granted (0 when not granted).
 func (l Lease) Permits() int {
-	if !l.granted {
+	if !l.granted() {
 		return 0
 	}
 	return int(l.v)
@@ -149,7 +158,7 @@ func (l Lease) Permits() int {
 // meanwhile; 0 when that cannot be known (a concurrency limiter waits for a
 // release, a queue is ahead) or when the lease was granted.
 func (l Lease) RetryAfter() time.Duration {
-	if l.granted {
+	if l.granted() {
 		return 0
 	}
 	return time.Duration(l.v)
@@ -161,23 +170,23 @@ func (l Lease) RetryAfter() time.Duration {
 // outlast its deadline, context.Canceled or context.DeadlineExceeded (the
 // same as the error Acquire returned, as far as errors.Is can tell).
 func (l Lease) Err() error {
-	if l.granted {
+	if l.granted() {
 		return nil
 	}
 	if f, ok := l.rel.(foreignErr); ok {
 		return *f.err
 	}
-	if l.why == reasonNone {
+	if l.why() == reasonNone {
 		return ErrLimited
 	}
-	return l.why.err()
+	return l.why().err()
 }
 
 // Release gives the permits back to limiters that take them back
 // (concurrency limiters, and chains containing them). It is a no-op for rate
 // limiters, for leases that were not granted, and for the zero Lease.
 func (l Lease) Release() {
-	if l.granted && l.rel != nil {
+	if l.granted() && l.rel != nil {
 		l.rel.ReleasePermits(int(l.v))
 	}
 }

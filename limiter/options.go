@@ -1,6 +1,11 @@
 package limiter
 
-import "time"
+import (
+	"time"
+
+	"github.com/rategate/rategate/internal/precise"
+	"github.com/rategate/rategate/internal/waitq"
+)
 
 // Order is the order in which queued waiters are served.
 type Order int
@@ -32,10 +37,26 @@ type QueueOptions struct {
 	// that the whole process shares, and polls the clock for its last
 	// microseconds; elsewhere it polls the clock, yielding between polls,
 	// which keeps a core busy while it lasts. Either way a grant is never
-	// booked before the instant the bound allows, and where the clock stands
-	// still while polled, as in a testing/synctest bubble, the waiter waits
-	// on its Go timer alone.
+	// booked before the instant the bound allows. Inside a testing/synctest
+	// bubble the waiter waits on its Go timer alone.
 	Spin time.Duration
+	// PlainTimers makes the head waiter wait on a Go timer alone, as
+	// x/time/rate's Wait does: no precise end, so no CPU spent polling or
+	// wake-up of the shared OS timer, for a program that would rather save
+	// that CPU than the timer's lateness (each wait then ends up to a
+	// millisecond late on Linux, and a pacer or a bucket's queue grants
+	// that much below its rate). Spin is then ignored.
+	PlainTimers bool
+}
+
+// waitq returns the options of the queue q configures.
+func (q QueueOptions) waitq() waitq.Options {
+	return waitq.Options{
+		Limit:       int64(q.Limit),
+		NewestFirst: q.Order == NewestFirst,
+		Full:        ErrQueueFull,
+		Timer:       precise.Timer{Spin: q.Spin, Plain: q.PlainTimers},
+	}
 }
 
 func (q QueueOptions) validate() error {

@@ -85,7 +85,7 @@ type Settler interface {
 // was not granted and for the zero Lease, Report does nothing. Report once
 // per granted lease, before or after Release; it never allocates.
 func (l Lease) Report(o Outcome, latency time.Duration) {
-	if !l.granted || l.rel == nil {
+	if !l.granted() || l.rel == nil {
 		return
 	}
 	if r, ok := l.rel.(Reporter); ok {
@@ -98,18 +98,24 @@ func (l Lease) Report(o Outcome, latency time.Duration) {
 // known, and returns the lease that now holds actual permits: Release that
 // one, not l. A limiter that can settle (a [Settler] behind the lease) gives
 // back the permits not used and books those used beyond the lease as a debt
-// that later grants pay. A lease whose limiter cannot settle, a lease that
-// was not granted, and a negative actual leave l unchanged, and Settle
-// returns l. Settle a lease at most once.
+// that later grants pay; this package's limiters keep their bounds over the
+// actual costs (see "Outcomes and actual costs" in the package
+// documentation for the exact terms), and settle without allocating. A
+// lease whose limiter cannot settle, a lease that was not granted, and a
+// negative actual leave l unchanged, and Settle returns l. Settle a lease
+// at most once, and before releasing it.
 func (l Lease) Settle(actual int) Lease {
-	if !l.granted || l.rel == nil || actual < 0 || int64(actual) == l.v {
+	if !l.granted() || l.rel == nil || actual < 0 || int64(actual) == l.v {
 		return l
 	}
-	s, ok := l.rel.(Settler)
-	if !ok {
+	switch s := l.rel.(type) {
+	case settler:
+		s.settleAt(l.at(), int(l.v), actual)
+	case Settler:
+		s.SettlePermits(int(l.v), actual)
+	default:
 		return l
 	}
-	s.SettlePermits(int(l.v), actual)
 	l.v = int64(actual)
 	return l
 }

@@ -34,6 +34,13 @@ type Quoter interface {
 	Quota() Quota
 }
 
+// QuotaAppender is implemented by limiters that enforce several policies
+// at once, a Chain among them: AppendQuotas appends the Quota of each
+// policy, in order, to dst and returns the extended slice.
+type QuotaAppender interface {
+	AppendQuotas(dst []Quota) []Quota
+}
+
 // QuotaOf returns lim's Quota, or the zero Quota and false when lim does not
 // implement Quoter (or reports the zero Quota).
 func QuotaOf(lim Limiter) (Quota, bool) {
@@ -51,7 +58,7 @@ func (b *base) quota() Quota {
 	defer b.mu.Unlock()
 	q := b.pol.quota(b.now())
 	q.Remaining = max(q.Remaining, 0)
-	if b.nwait > 0 {
+	if b.q.Len() > 0 {
 		q.Remaining = 0
 	}
 	q.Reset = max(q.Reset, 0)

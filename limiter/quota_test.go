@@ -82,3 +82,35 @@ func TestForesee(t *testing.T) {
 		tb.Close()
 	})
 }
+
+// A Chain lists each member's Quota in member order, keyed members as
+// their key's limiter's, and the zero Quota for a member that reports none.
+func TestChainAppendQuotas(t *testing.T) {
+	tb, _ := NewTokenBucket(TokenBucketOptions{Rate: Per(10, time.Second), Burst: 10})
+	kb, _ := NewKeyedTokenBucket[string](TokenBucketOptions{Rate: Per(1, time.Second), Burst: 5})
+	conc, _ := NewConcurrency(ConcurrencyOptions{Limit: 3})
+	c := Chain(tb, kb.For("a"), noQuota{conc}, conc)
+	if !c.TryAcquire(1).Granted() { // conc twice: it holds 2
+		t.Fatal("chain refused")
+	}
+	got := c.(QuotaAppender).AppendQuotas([]Quota{{Limit: 99}})
+	want := []Quota{
+		{Limit: 99},
+		{Limit: 10, Window: time.Second, Remaining: 9},
+		{Limit: 5, Window: 5 * time.Second, Remaining: 4},
+		{},
+		{Limit: 3, Remaining: 1},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("AppendQuotas = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		got[i].Reset = 0 // the buckets' resets depend on the clock
+		if got[i] != want[i] {
+			t.Errorf("quota %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+// noQuota hides a limiter's Quota.
+type noQuota struct{ Limiter }

@@ -42,6 +42,6 @@ func NewSlidingLog(opts SlidingLogOptions) (*SlidingLog, error) {
 	w := int64(opts.Window)
 	s := &SlidingLog{p: slidingWindow{limit: int64(opts.Limit), window: w, segs: w}}
 	s.p.log.span = w
-	s.init(&s.p, nil, opts.Queue)
+	s.initWindowed(&s.p, &s.p.limit, opts.Queue)
 	return s, nil
 }

@@ -40,6 +40,7 @@ type SlidingWindow struct {
 // sliding window of one segment per nanosecond: its segments are the
 // instants of its grants.
 type slidingWindow struct {
+	lockedState
 	limit, window, segs int64
 	log                 grantLog // keyed by segment: the segments holding grants
 }
@@ -66,7 +67,7 @@ func NewSlidingWindow(opts SlidingWindowOptions) (*SlidingWindow, error) {
 		limit: int64(opts.Limit), window: int64(opts.Window), segs: int64(opts.Segments),
 	}}
 	s.p.log.span = s.p.segs
-	s.init(&s.p, nil, opts.Queue)
+	s.initWindowed(&s.p, &s.p.limit, opts.Queue)
 	return s, nil
 }
 
@@ -130,6 +131,21 @@ func (p *slidingWindow) take(now int64, n int) (bool, int64) {
 // segment (the newest entry), where take put them, and the entry goes if
 // that empties it.
 func (p *slidingWindow) untake(_ int64, n int) { p.log.untake(int64(n)) }
+
+// settle books a settled lease (see policy.settle): overuse is logged as
+// granted now (a debt beyond the limit is the same as the limit: no grant
+// for a window); unused permits come out of the lease's own entry (its
+// segment, or its instant for the log) while it is in the window.
+func (p *slidingWindow) settle(now, at, granted, actual int64) {
+	cur := p.roll(now)
+	if actual > granted {
+		p.log.add(cur, min(actual-granted, p.limit))
+		return
+	}
+	if at >= 0 && at <= now {
+		p.log.giveBack(p.segOf(at), granted-actual)
+	}
+}
 
 func (p *slidingWindow) maxRequest() int64 { return p.limit }
 

@@ -62,6 +62,9 @@ func TestSpinInBubble(t *testing.T) {
 						t.Fatalf("Spin %v order %d: grants at %v, want %v", spin, order, got, want)
 					}
 				}
+				if got := workload(t, a, QueueOptions{PlainTimers: true, Order: order}); !slices.Equal(got, want) {
+					t.Fatalf("PlainTimers order %d: grants at %v, want %v", order, got, want)
+				}
 			}
 		})
 	}
@@ -95,21 +98,23 @@ func TestSpinStopsOnCancelAndClose(t *testing.T) {
 	}
 }
 
-// On the real clock a spinning waiter is granted, never before its time.
+// On the real clock a spinning waiter is granted, never before its time,
+// and so is one waiting on plain timers, whatever their lateness.
 func TestSpinReachesWakeTime(t *testing.T) {
-	lb, _ := NewLeakyBucket(LeakyBucketOptions{Rate: Per(1, 200*time.Microsecond),
-		Queue: QueueOptions{Spin: time.Second}})
-	if !lb.TryAcquire(1).Granted() {
-		t.Fatal("first slot refused")
-	}
-	for range 5 {
-		start := time.Now()
-		retry := lb.TryAcquire(1).RetryAfter()
-		if _, err := lb.Acquire(context.Background(), 1); err != nil {
-			t.Fatal(err)
+	for _, q := range []QueueOptions{{Spin: time.Second}, {PlainTimers: true}} {
+		lb, _ := NewLeakyBucket(LeakyBucketOptions{Rate: Per(1, 200*time.Microsecond), Queue: q})
+		if !lb.TryAcquire(1).Granted() {
+			t.Fatal("first slot refused")
 		}
-		if waited := time.Since(start); retry > 0 && waited < retry {
-			t.Fatalf("granted after %v, before the slot %v away", waited, retry)
+		for range 5 {
+			start := time.Now()
+			retry := lb.TryAcquire(1).RetryAfter()
+			if _, err := lb.Acquire(context.Background(), 1); err != nil {
+				t.Fatal(err)
+			}
+			if waited := time.Since(start); retry > 0 && waited < retry {
+				t.Fatalf("%+v: granted after %v, before the slot %v away", q, waited, retry)
+			}
 		}
 	}
 }

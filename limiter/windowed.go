@@ -4,21 +4,20 @@ package limiter
 // SlidingLog) share beyond the engine: a limit per window that can change.
 type windowed struct {
 	base
+	limit *int64 // the policy's limit, guarded by base.mu
 }
 
-// limitPolicy is a policy with a limit per window.
-type limitPolicy interface {
-	limitRef() *int64
+// initWindowed makes w a window limiter of policy p, whose limit is *limit.
+func (w *windowed) initWindowed(p policy, limit *int64, q QueueOptions) {
+	w.limit = limit
+	w.init(p, nil, q)
 }
-
-func (p *fixedWindow) limitRef() *int64   { return &p.limit }
-func (p *slidingWindow) limitRef() *int64 { return &p.limit }
 
 // Limit returns the current limit per window.
 func (w *windowed) Limit() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return int(*w.pol.(limitPolicy).limitRef())
+	return int(*w.limit)
 }
 
 // SetLimit changes the limit at once; the permits already granted in the
@@ -29,7 +28,7 @@ func (w *windowed) SetLimit(limit int) error {
 		return err
 	}
 	w.mu.Lock()
-	*w.pol.(limitPolicy).limitRef() = int64(limit)
+	*w.limit = int64(limit)
 	w.mu.Unlock()
 	w.kick()
 	return nil

@@ -553,8 +553,11 @@ func checkResult(c config, s schedule, x result, kmax int64) error {
 			return bad("ErrQueueFull, but the queue has no cap or this waiter was already queued in OldestFirst order")
 		}
 	case errors.Is(err, context.DeadlineExceeded):
-		if !isAcq || x.o.ctx != ctxDeadline || !(x.end == x.limit || (at && x.end < x.limit)) {
-			return bad("DeadlineExceeded, but not at the deadline nor at once")
+		// At the deadline, or before it once the limiter knows the wait
+		// (RetryAfter, from then) would outlast it: at once, or when the
+		// waiter comes to head the queue.
+		if !isAcq || x.o.ctx != ctxDeadline || !(x.end == x.limit || (x.end < x.limit && x.end+x.retry > x.limit)) {
+			return bad("DeadlineExceeded, but not at the deadline nor when the wait was known to outlast it")
 		}
 	case errors.Is(err, context.Canceled):
 		if !isAcq || !((x.o.ctx == ctxCancel && x.end == x.limit) || (x.o.ctx == ctxDone && at) || (x.o.ctx == ctxCancel && x.limit == x.start && at)) {

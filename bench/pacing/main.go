@@ -91,22 +91,12 @@ var contenders = []contender{
 		l := ratelimit.New(r, ratelimit.WithoutSlack)
 		return func() error { l.Take(); return nil }, nil
 	}},
-	// Not a limiter: what Go timers alone give a pacer that books each grant
-	// when its waiter wakes (as rategate did before its precise waits). It
-	// sleeps on a timer until one interval after the previous grant.
-	{"reference: Go timer pacer", func(r int) (func() error, error) {
-		interval := time.Second / time.Duration(r)
-		origin := time.Now()
-		next := time.Duration(0)
-		t := time.NewTimer(time.Hour)
-		return func() error {
-			if d := next - time.Since(origin); d > 0 {
-				t.Reset(d)
-				<-t.C
-			}
-			next = time.Since(origin) + interval
-			return nil
-		}, nil
+	// What Go timers alone give a pacer, which books each grant when its
+	// waiter's timer fires: the option for programs that would rather save
+	// the CPU of the precise end.
+	{"rategate LeakyBucket PlainTimers", func(r int) (func() error, error) {
+		l, err := limiter.NewLeakyBucket(limiter.LeakyBucketOptions{Rate: limiter.Per(r, time.Second), Queue: limiter.QueueOptions{PlainTimers: true}})
+		return rategateAcquire(l), err
 	}},
 	// Not a limiter: the machine's ceiling. It polls the clock with
 	// runtime.Gosched between polls, as rategate's precise wait does, and grants

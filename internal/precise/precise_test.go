@@ -3,6 +3,7 @@ package precise
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -25,8 +26,8 @@ func TestUntilInBubble(t *testing.T) {
 					t.Fatalf("Spin %v, wait %v: returned at %v, want exactly %v", spin, d, now, at)
 				}
 			}
-			if !pt.virtual {
-				t.Fatalf("Spin %v: the Timer did not notice the clock standing still", spin)
+			if pt.e.ch != nil {
+				t.Fatalf("Spin %v: a wait in a bubble used the OS alarm", spin)
 			}
 		})
 	}
@@ -85,34 +86,70 @@ func testUntilWakeAndDone(t *testing.T) {
 	}
 }
 
-// On the real clock a wait never ends before its instant, and it ends soon
-// after it: with the spin it is late by far less than a timer alone (which
-// rounds a sub-millisecond wait up to a millisecond on Linux). The bound
-// checked is loose (the machine is shared); the early check is exact.
-func TestUntilRealClock(t *testing.T) {
-	forEachEnd(t, testUntilRealClock)
-}
-
-func testUntilRealClock(t *testing.T) {
-	var pt Timer
-	defer pt.Stop()
-	var worst time.Duration
-	for i := range 20 {
-		d := time.Duration(100+i*137) * time.Microsecond
+// lateness waits n times on the real clock, for 200 µs to 3 ms (spread
+// over the grain, so that the timer's rounding is exercised), and returns
+// the lateness of each wait, sorted; it fails the test if a wait ends early.
+func lateness(t *testing.T, pt *Timer, n int) []time.Duration {
+	t.Helper()
+	lates := make([]time.Duration, n)
+	for i := range lates {
+		d := time.Duration(200+i*2800/n) * time.Microsecond
 		at := time.Now().Add(d)
 		if r := pt.Until(context.Background(), nil, at, 0); r != Reached {
 			t.Fatalf("wait %v: %v", d, r)
 		}
-		late := time.Since(at)
-		if late < 0 {
-			t.Fatalf("wait %v: returned %v before its instant", d, -late)
+		if lates[i] = time.Since(at); lates[i] < 0 {
+			t.Fatalf("wait %v: returned %v before its instant", d, -lates[i])
 		}
-		worst = max(worst, late)
 	}
-	if pt.virtual {
-		t.Fatal("the real clock was taken for a virtual one")
+	slices.Sort(lates)
+	return lates
+}
+
+// The bound the package documents, on the real clock: no wait ends before
+// its instant (exact, every wait), and the median wait ends within 100 µs
+// of it. The tolerance is for a shared machine: a wait on the alarm resumes
+// within microseconds and polls the rest, so its lateness is the OS's delay
+// in running the waiting goroutine. At a load average of 10 on this
+// project's 2-core VM (8 test runs at once) the median stayed between
+// 0.1 and 6 µs in 9 runs of 10 and reached 200 µs in one, while the 90th
+// percentile reached milliseconds (other processes' time slices), so only
+// the median is held to a bound, and a run is tried up to three times. A Go
+// timer alone (Plain) is measured beside it and logged: on Linux its median
+// is some 600 µs.
+func TestLatenessBound(t *testing.T) {
+	forEachEnd(t, func(t *testing.T) {
+		const n = 40
+		for try := 1; ; try++ {
+			var pt Timer
+			lates := lateness(t, &pt, n)
+			pt.Stop()
+			plain := Timer{Plain: true}
+			pl := lateness(t, &plain, n)
+			plain.Stop()
+			t.Logf("precise: median %v, p90 %v, max %v; plain Go timer: median %v, p90 %v, max %v",
+				lates[n/2], lates[n*9/10], lates[n-1], pl[n/2], pl[n*9/10], pl[n-1])
+			if lates[n/2] <= 100*time.Microsecond {
+				return
+			}
+			if try == 3 {
+				t.Fatalf("median lateness %v, want <= 100µs; all: %v", lates[n/2], lates)
+			}
+		}
+	})
+}
+
+// A Plain Timer waits on its Go timer alone: never on the alarm.
+func TestPlain(t *testing.T) {
+	pt := Timer{Plain: true}
+	defer pt.Stop()
+	at := time.Now().Add(300 * time.Microsecond)
+	if r := pt.Until(context.Background(), nil, at, 0); r != Reached || time.Now().Before(at) {
+		t.Fatalf("%v at %v before the instant", r, time.Until(at))
 	}
-	t.Logf("worst lateness %v, estimate %v", worst, Lateness())
+	if pt.e.ch != nil {
+		t.Fatal("a Plain wait used the OS alarm")
+	}
 }
 
 // The estimate settles near the 90th percentile of what it observes, from
