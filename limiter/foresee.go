@@ -84,21 +84,17 @@ func (k *KeyedTokenBucket[K]) Foresee(key K, n int) (time.Duration, bool) {
 		return 0, false
 	}
 	c, now := k.cfg, int64(time.Since(k.origin))
-	s, h := k.locate(key)
+	s := k.locate(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k.rebase(s, now)
 	nows := (now - s.base) * c.n
 	tat, queued := nows, int64(0)
-	if len(s.ctrl) > 0 {
-		if i, found := s.find(key, h); found {
-			tat = max(tat, s.slots[i].tat)
-		}
+	if t, found := s.tats[key]; found {
+		tat = max(tat, t)
 	}
 	if q := s.waits[key]; q != nil {
-		for _, w := range q.ws {
-			queued += int64(w.n)
-		}
+		queued = q.Queued()
 	}
 	if queued > scaledLimit/c.d {
 		return 0, false
