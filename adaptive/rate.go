@@ -77,6 +77,10 @@ type epochSlot struct {
 // ReleasePermits does nothing: a rate limiter's permits are spent when granted.
 func (s *epochSlot) ReleasePermits(int) {}
 
+// Spent reports true, so that [limiter.Lease.Holds] is false for the
+// limiter's leases: their permits are spent when granted.
+func (s *epochSlot) Spent() bool { return true }
+
 // ReportOutcome passes an outcome to the limiter; see [limiter.Reporter].
 func (s *epochSlot) ReportOutcome(permits int, o limiter.Outcome, _ time.Duration) {
 	s.l.report(s.epoch.Load(), permits, o)

@@ -136,7 +136,7 @@ func (k *Keyed[K]) unpin(key K, e *keyedEntry, l Lease) Lease {
 	s.mu.Lock()
 	e.pins--
 	e.last = k.now()
-	hold := holdsPermits(l)
+	hold := l.Holds()
 	if hold {
 		e.held++
 	}
@@ -307,24 +307,45 @@ func (f *forKey[K]) ReleasePermits(int) {}
 func (f *forKey[K]) SettlePermits(granted, actual int) { f.set.settle(f.key, -1, granted, actual) }
 
 func (f *forKey[K]) settleAt(at int64, granted, actual int) { f.set.settle(f.key, at, granted, actual) }
-func (f *forKey[K]) spent() bool                            { return true }
+// Spent reports true: a rate limiter's permits are spent when granted.
+func (f *forKey[K]) Spent() bool { return true }
 
-// spender is implemented by the Releasers of this package whose leases
-// hold no permits that come back (rate leases): spent reports so.
-type spender interface{ spent() bool }
+// Spender is implemented by a Releaser whose leases hold no permits that
+// Release gives back (its ReleasePermits gives nothing back: a rate
+// limiter's lease that is a Releaser only to settle or to learn from
+// outcomes). Spent returns true for such leases, and Lease.Holds reports
+// false for them.
+type Spender interface{ Spent() bool }
 
-func (*rateLease) spent() bool { return true }
-func (c *chain) spent() bool   { return !givesBack(c) }
+// Spent reports true: a rate limiter's permits are spent when granted.
+func (*rateLease) Spent() bool { return true }
 
-// holdsPermits reports whether l holds permits that its Release gives
-// back: a granted lease of a Concurrency, of a Chain holding one, or of a
-// limiter from outside this package with a Releaser.
-func holdsPermits(l Lease) bool {
+// Spent reports whether no member of the chain gives permits back.
+func (c *chain) Spent() bool { return !givesBack(c) }
+
+// Spent reports whether no member's lease holds permits.
+func (h heldLeases) Spent() bool {
+	for _, l := range h {
+		if l.Holds() {
+			return false
+		}
+	}
+	return true
+}
+
+// Holds reports whether l holds permits that its Release gives back: a
+// granted lease of a Concurrency, of a Chain or a key holding one, or of a
+// limiter from outside this package whose Releaser is not a Spender that
+// says it is spent. A rate limiter's lease (its permits are spent when
+// granted), a refused lease and the zero Lease hold nothing. Code that
+// wraps leases (to time how long they are held, say) can leave the others
+// as they are.
+func (l Lease) Holds() bool {
 	if !l.granted() || l.rel == nil {
 		return false
 	}
-	s, ok := l.rel.(spender)
-	return !ok || !s.spent()
+	s, ok := l.rel.(Spender)
+	return !ok || !s.Spent()
 }
 
 // Stats sums the Stats of every key's limiter that has a Stats method
@@ -392,7 +413,7 @@ type keyPin[K comparable] struct {
 }
 
 func (p *keyPin[K]) wrap(l Lease) Lease {
-	if !holdsPermits(l) {
+	if !l.Holds() {
 		return l
 	}
 	s := p.k.shard(p.key)

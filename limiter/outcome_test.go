@@ -129,3 +129,36 @@ func TestChainForwardsReportAndSettle(t *testing.T) {
 		}
 	}
 }
+
+func TestLeaseHolds(t *testing.T) {
+	tb, _ := NewTokenBucket(TokenBucketOptions{Rate: Per(10, time.Second), Burst: 10})
+	sem, _ := NewConcurrency(ConcurrencyOptions{Limit: 4})
+	keyed, _ := NewKeyed(KeyedOptions[string]{New: func(string) (Limiter, error) {
+		return NewConcurrency(ConcurrencyOptions{Limit: 2})
+	}})
+	rates, _ := NewKeyedTokenBucket[string](TokenBucketOptions{Rate: Per(10, time.Second), Burst: 10})
+	defer tb.Close()
+	defer sem.Close()
+	for _, c := range []struct {
+		name string
+		l    Lease
+		want bool
+	}{
+		{"token bucket", tb.TryAcquire(1), false},
+		{"concurrency", sem.TryAcquire(1), true},
+		{"chain of rates", Chain(tb, rates.For("a")).TryAcquire(1), false},
+		{"chain holding a concurrency", Chain(tb, sem).TryAcquire(1), true},
+		{"chain with a foreign member holding one", Chain(tb, &outcomeRecorder{}).TryAcquire(1), true},
+		{"keyed concurrency", keyed.For("a").TryAcquire(1), true},
+		{"keyed token bucket", rates.For("b").TryAcquire(1), false},
+		{"foreign with a Releaser", NewLease(1, &outcomeRecorder{}), true},
+		{"foreign without one", NewLease(1, nil), false},
+		{"refused", sem.TryAcquire(5), false},
+		{"zero", Lease{}, false},
+	} {
+		if got := c.l.Holds(); got != c.want {
+			t.Errorf("%s: Holds() = %v, want %v", c.name, got, c.want)
+		}
+		c.l.Release()
+	}
+}

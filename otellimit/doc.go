@@ -71,8 +71,13 @@
 //     token bucket, the pacer, adaptive rate limiters), summed over the
 //     limiters of the policy.
 //   - outcomes counts the outcomes reported with Lease.Report
-//     (succeeded, throttled, failed, unknown), which still reach the
-//     wrapped limiter's lease.
+//     (succeeded, throttled, failed, unknown) on the leases that hold
+//     permits (limiter.Lease.Holds: a concurrency limiter's), which still
+//     reach the wrapped limiter's lease. A rate limiter's leases are
+//     passed to the caller as they are, with nothing allocated, so that
+//     their Report and Settle reach the limiter exactly; their outcomes
+//     are not counted here (an adaptive rate limiter's response to them
+//     shows in the rate gauge).
 //   - redis.decisions and redis.duration count the decisions of
 //     Redis-backed limiters by who answered (redis, fail_closed,
 //     fail_open, fallback) and time them; see [Metrics.Redis].

@@ -126,33 +126,21 @@ func (l *Limiter) Close() error {
 func (l *Limiter) Unwrap() limiter.Limiter { return l.lim }
 
 // lease returns the lease to give the caller for a lease lim granted. A
-// lease with nothing behind it (a rate limiter's: its Release, Report and
-// Settle do nothing) becomes one whose Report counts the outcome, with no
-// allocation. Any other lease is held by a heldLease, which times it,
-// counts it among the leases held, and passes Release, Report and Settle
-// through.
+// lease that holds no permits (a rate limiter's: limiter.Lease.Holds is
+// false) is returned as it is, so that its Report and Settle reach the
+// limiter exactly and nothing is allocated; its outcome is not counted
+// here. A lease that holds permits is held by a heldLease, which times it,
+// counts it among the leases held, counts its outcome, and passes Release,
+// Report and Settle through.
 func (p *policy) lease(l limiter.Lease) limiter.Lease {
-	n := l.Permits()
-	if l == limiter.NewLease(n, nil) {
-		return limiter.NewLease(n, (*reporter)(p))
+	if !l.Holds() {
+		return l
 	}
 	if !p.hadLease.Load() {
 		p.hadLease.Store(true)
 	}
 	p.held.Add(1)
-	return limiter.NewLease(n, &heldLease{inner: l, start: time.Now(), p: p})
-}
-
-// reporter is the Releaser of the leases of rate limiters: Release does
-// nothing, as theirs did, and Report counts the outcome.
-type reporter policy
-
-// ReleasePermits does nothing: the permits of a rate limiter are spent.
-func (*reporter) ReleasePermits(int) {}
-
-// ReportOutcome counts o.
-func (r *reporter) ReportOutcome(_ int, o limiter.Outcome, _ time.Duration) {
-	(*policy)(r).outcome(o)
+	return limiter.NewLease(l.Permits(), &heldLease{inner: l, start: time.Now(), p: p})
 }
 
 // heldLease is the Releaser of a wrapped lease that holds permits (or

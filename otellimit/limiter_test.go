@@ -114,10 +114,9 @@ func TestRateLimiter(t *testing.T) {
 			"policy=api,result=canceled n=1 sum=0.05 le0.05:1",
 			"policy=api,result=closed n=1 sum=0 le0.005:1",
 		)
-		c.want(t, "outcomes",
-			"outcome=succeeded,policy=api 1",
-			"outcome=throttled,policy=api 1",
-		)
+		// A rate limiter's leases are passed through as they are: their
+		// outcomes reach the limiter, not the counter.
+		c.want(t, "outcomes")
 		// Closed: its state is no longer observed.
 		c.want(t, "queued_requests")
 		c.want(t, "queued_permits")
