@@ -307,6 +307,7 @@ func (f *forKey[K]) ReleasePermits(int) {}
 func (f *forKey[K]) SettlePermits(granted, actual int) { f.set.settle(f.key, -1, granted, actual) }
 
 func (f *forKey[K]) settleAt(at int64, granted, actual int) { f.set.settle(f.key, at, granted, actual) }
+
 // Spent reports true: a rate limiter's permits are spent when granted.
 func (f *forKey[K]) Spent() bool { return true }
 
