@@ -2,9 +2,9 @@
 # run.sh reproduces every number in README.md: the benchmarks (6 runs at
 # GOMAXPROCS 1 and 2, summarized by benchstat as medians), the ratios
 # rategate/peer, the keyed limiter's memory, the pipe's real-clock
-# throughput, and the pacing harness. It prints
+# throughput, rategate pipe against pv -L, and the pacing harness. It prints
 # markdown and keeps the raw files in $OUT (default: results/). About 9.5
-# minutes on 2 cores.
+# minutes on 2 cores, and under 2 more for the pv comparison (needs pv).
 #
 #   ./run.sh                 # everything
 #   BENCH=Reject ./run.sh    # only benchmarks matching Reject (and pacing)
@@ -78,6 +78,15 @@ echo
 echo "## Pipe throughput on the real clock (% of the limit, 3 s per row)"
 echo
 go test -count=1 -run '^TestPipeRealClock$' -v -pipe.realclock . | sed -n 's/^ *pipe_test.go:[0-9]*: //p' | grep '^|' | tee "$OUT/pipe-realclock.md"
+echo
+
+echo "## rategate pipe against pv -L"
+echo
+if command -v pv >/dev/null 2>&1; then
+	go run ./cli | tee "$OUT/cli-pv.md"
+else
+	echo "pv is not installed: skipped (apt-get install pv)"
+fi
 echo
 
 if [ "$PACING" != 0 ]; then
