@@ -61,6 +61,26 @@ func (s *shared) connect() (*redis.Client, error) {
 	return c, nil
 }
 
+// open returns the limiter of l, in the -redis server if one was given,
+// and a function that closes the connection to it.
+func (s *shared) open(l limit) (limiter.Limiter, func(), error) {
+	c, err := s.connect()
+	if err != nil {
+		return nil, nil, err
+	}
+	closeClient := func() {
+		if c != nil {
+			c.Close()
+		}
+	}
+	lim, err := l.limiter(s, c)
+	if err != nil {
+		closeClient()
+		return nil, nil, optionErr(err)
+	}
+	return lim, closeClient, nil
+}
+
 // quietLogger drops go-redis's log lines.
 type quietLogger struct{}
 

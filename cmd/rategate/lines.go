@@ -54,17 +54,11 @@ func linesCmd(args []string) error {
 	if err := sh.check(); err != nil {
 		return err
 	}
-	c, err := sh.connect()
+	lim, closeLimit, err := sh.open(e)
 	if err != nil {
 		return err
 	}
-	if c != nil {
-		defer c.Close()
-	}
-	lim, err := e.limiter(&sh, c)
-	if err != nil {
-		return optionErr(err)
-	}
+	defer closeLimit()
 	return copyLines(context.Background(), os.Stdin, os.Stdout, lim)
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"flag"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -22,9 +20,6 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
-	if os.Getenv(jobEnv) != "" {
-		os.Exit(jobMain())
-	}
 	dir, err := os.MkdirTemp("", "rategate-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -233,83 +228,6 @@ func runBin(t *testing.T, stdin string, args ...string) runResult {
 		t.Fatal(err)
 	}
 	return runResult{cmd.ProcessState.ExitCode(), out.String(), errOut.String()}
-}
-
-// The test binary is also the command rategate run runs in the tests: with
-// jobEnv set to a file, it appends "start UNIXNANO LINE" to it, sleeps for
-// jobSleepEnv, appends "end UNIXNANO LINE", and exits with status 3 when
-// its line contains "fail".
-const (
-	jobEnv      = "RATEGATE_TEST_JOB"
-	jobSleepEnv = "RATEGATE_TEST_JOB_SLEEP"
-)
-
-func jobMain() int {
-	line := strings.Join(os.Args[1:], " ")
-	d, _ := time.ParseDuration(os.Getenv(jobSleepEnv))
-	logJob("start", line)
-	time.Sleep(d)
-	logJob("end", line)
-	fmt.Printf("out %s\n", line)
-	if strings.Contains(line, "fail") {
-		return 3
-	}
-	return 0
-}
-
-func logJob(what, line string) {
-	f, err := os.OpenFile(os.Getenv(jobEnv), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		panic(err)
-	}
-	fmt.Fprintf(f, "%s %d %s\n", what, time.Now().UnixNano(), line)
-	f.Close()
-}
-
-// jobEvent is a line of a job log.
-type jobEvent struct {
-	start bool
-	at    time.Time
-	line  string
-}
-
-func readJobLog(t *testing.T, path string) []jobEvent {
-	t.Helper()
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var evs []jobEvent
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		var what string
-		var ns int64
-		fields := strings.SplitN(s.Text(), " ", 3)
-		if len(fields) < 3 {
-			t.Fatalf("job log line %q", s.Text())
-		}
-		if _, err := fmt.Sscan(fields[0]+" "+fields[1], &what, &ns); err != nil {
-			t.Fatal(err)
-		}
-		evs = append(evs, jobEvent{what == "start", time.Unix(0, ns), fields[2]})
-	}
-	sort.Slice(evs, func(i, j int) bool { return evs[i].at.Before(evs[j].at) })
-	return evs
-}
-
-// jobCommand returns the arguments of rategate run that run the test
-// binary as the job, logging to log and sleeping d.
-func jobCommand(t *testing.T, log string, d time.Duration) (env []string, argv []string) {
-	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return append(os.Environ(), jobEnv+"="+log, jobSleepEnv+"="+d.String()), []string{"--", self, "{}"}
 }
 
 func execBin(args ...string) *exec.Cmd { return exec.Command(bin, args...) }

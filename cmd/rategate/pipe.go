@@ -58,17 +58,11 @@ func pipeCmd(args []string) error {
 		return err
 	}
 	defer in.close()
-	c, err := sh.connect()
+	l, closeLimit, err := sh.open(lim)
 	if err != nil {
 		return err
 	}
-	if c != nil {
-		defer c.Close()
-	}
-	l, err := lim.limiter(&sh, c)
-	if err != nil {
-		return optionErr(err)
-	}
+	defer closeLimit()
 	mon := progress.NewMonitor(in.total)
 	w := pipe.NewWriter(os.Stdout, l, pipe.WithChunk(lim.chunk()), pipe.WithCounter(mon))
 	stop := func() {}

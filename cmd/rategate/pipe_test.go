@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -197,5 +199,43 @@ func TestRedisUnreachable(t *testing.T) {
 				t.Errorf("rategate %q: exit status %d, stdout %q, stderr %q; want %d", c.args, r.code, r.stdout, r.stderr, c.code)
 			}
 		})
+	}
+}
+
+// TestPipeProgress runs rategate pipe with stderr on a terminal (script(1)
+// gives it one) and checks the progress line: rewritten in place, with the
+// size, and ended by a newline when the copy is done; -q turns it off.
+func TestPipeProgress(t *testing.T) {
+	t.Parallel()
+	script, err := exec.LookPath("script")
+	if err != nil {
+		t.Skip("script(1) is not on PATH: no terminal to show the progress line on")
+	}
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in"), filepath.Join(dir, "out")
+	data := randomBytes(300<<10, 5)
+	if err := os.WriteFile(in, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, quiet := range []bool{false, true} {
+		q := ""
+		if quiet {
+			q = "-q "
+		}
+		line := fmt.Sprintf("%s pipe %s-rate 300KiB/s %s > %s", bin, q, in, out)
+		term, err := exec.Command(script, "-qec", line, "/dev/null").Output()
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if got, _ := os.ReadFile(out); !bytes.Equal(got, data) {
+			t.Fatalf("%s: %d bytes out of %d", line, len(got), len(data))
+		}
+		shown := string(term)
+		switch {
+		case quiet && shown != "":
+			t.Errorf("with -q, the terminal shows %q", shown)
+		case !quiet && (!strings.HasPrefix(shown, "\r") || !strings.Contains(shown, "300.0 KiB / 300.0 KiB (100%)") || !strings.HasSuffix(strings.TrimRight(shown, "\r\n"), "\x1b[K")):
+			t.Errorf("the terminal shows %q, want progress lines rewritten in place ending at 300.0 KiB (100%%)", shown)
+		}
 	}
 }

@@ -180,13 +180,11 @@ func TestRedisRunPerKey(t *testing.T) {
 		fmt.Fprintf(&b, "a %d\nb %d\n", i, i)
 	}
 	attempt := 0
-	realClock(t, jobSlack, func(c *clock) {
+	realClock(t, redisSlack, func(c *clock) {
 		attempt++
 		key := fmt.Sprintf("run-%d", attempt) // no state left from an earlier attempt
-		runs := []*jobsRun{
-			startJobs(t, b.String(), 0, "-j", "4", "-rate", "4/s", "-per-key", "1", "-redis", addr, "-key", key),
-			startJobs(t, b.String(), 0, "-j", "4", "-rate", "4/s", "-per-key", "1", "-redis", addr, "-key", key),
-		}
+		args := []string{"-j", "4", "-rate", "4/s", "-per-key", "1", "-redis", addr, "-key", key}
+		runs := []*jobsRun{newJobs(t, b.String(), 0, args...).start(t), newJobs(t, b.String(), 0, args...).start(t)}
 		var results [][]jobEvent
 		for _, run := range runs {
 			r, evs := run.wait(t)
@@ -198,12 +196,12 @@ func TestRedisRunPerKey(t *testing.T) {
 		evs := append(results[0], results[1]...)
 		sortEvents(evs)
 		for _, key := range []string{"a", "b"} {
-			as := starts(evs, func(l string) bool { return strings.HasPrefix(l, key+" ") })
+			as := starts(c, evs, func(l string) bool { return strings.HasPrefix(l, key+" ") })
 			if len(as) != 8 {
 				c.errorf("key %s: %d jobs started, want 8", key, len(as))
 			}
-			if got := maxInWindow(as, time.Second-jobSlack); got > 4 {
-				c.errorf("key %s: %d starts in a window of 1s-%v, over the shared 4", key, got, jobSlack)
+			if got := maxInWindow(as, time.Second-redisSlack); got > 4 {
+				c.errorf("key %s: %d starts in a window of 1s-%v, over the shared 4", key, got, redisSlack)
 			}
 		}
 	})

@@ -1,23 +1,38 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// A job's start is stamped by the job itself, after rategate has forked and
-// executed it (the test binary, tens of megabytes under -race): a few
-// milliseconds after its permit, up to tens more when the machine is busy.
-// The real-clock checks of run allow this much for it (see slack).
-const jobSlack = 100 * time.Millisecond
+// The jobs of these tests are a shell that writes "start LINE" to its
+// stdout (rategate's, with -u, read by the test), sleeps, writes "end
+// LINE", and exits with status 3 when LINE contains "fail". The test stamps
+// each line when it reads it. A "start" written after an "end" is read after
+// it, so the count of running jobs is exact whatever the delays.
+//
+// A job's start comes after rategate has forked and executed the shell: a
+// millisecond or so after its permit, but, with other work on the machine,
+// now and then more than a hundred, which no slack of the rate checks could
+// absorb. So the rate checks use the instants rategate gives in its joblog
+// (Starttime, taken when the pool hands out the job, just before the fork),
+// and check them against the test's own stamps: a job cannot start before
+// rategate says it did, so a joblog that moved a start later than it was
+// would show, and a joblog instant can only be earlier than the stamp. The
+// slack of the checks is then rategate's own delay from its permit to the
+// joblog instant, as for pipe and lines.
 
 func jobLines(prefix string, n int) string {
 	var b strings.Builder
@@ -27,53 +42,148 @@ func jobLines(prefix string, n int) string {
 	return b.String()
 }
 
-// runJobs runs rategate run with args, the test binary as the job (sleeping
-// d), on input; it returns the result and the jobs' log.
-func runJobs(t *testing.T, input string, d time.Duration, args ...string) (runResult, []jobEvent) {
-	t.Helper()
-	return startJobs(t, input, d, args...).wait(t)
+// jobEvent is a line a job wrote, and when the test read it; for a start,
+// also when rategate's joblog says the job started.
+type jobEvent struct {
+	start  bool
+	at     time.Time
+	line   string
+	logged time.Time
 }
 
-// jobsRun is a rategate run started by startJobs.
+// jobsRun is a rategate run of the test's jobs.
 type jobsRun struct {
-	cmd         *exec.Cmd
-	log         string
-	out, errOut bytes.Buffer
+	cmd    *exec.Cmd
+	joblog string // the joblog file, when the test did not name one
+	errOut bytes.Buffer
+	mu     sync.Mutex
+	events []jobEvent
+	out    strings.Builder // what is not a start or an end
+	done   chan struct{}   // closed when stdout is at EOF
 }
 
-func startJobs(t *testing.T, input string, d time.Duration, args ...string) *jobsRun {
+// newJobs prepares rategate run -u with args, the jobs sleeping d, on input.
+func newJobs(t *testing.T, input string, d time.Duration, args ...string) *jobsRun {
 	t.Helper()
-	r := &jobsRun{log: filepath.Join(t.TempDir(), "jobs")}
-	env, argv := jobCommand(t, r.log, d)
-	r.cmd = execBin(append(append([]string{"run"}, args...), argv...)...)
-	r.cmd.Env = env
-	r.cmd.Stdin = strings.NewReader(input)
-	r.cmd.Stdout, r.cmd.Stderr = &r.out, &r.errOut
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
+	script := fmt.Sprintf(`echo "start $1"; sleep %.3f; echo "end $1"; case "$1" in *fail*) exit 3;; esac`, d.Seconds())
+	r := &jobsRun{done: make(chan struct{})}
+	if !slices.Contains(args, "-joblog") {
+		r.joblog = filepath.Join(t.TempDir(), "joblog")
+		args = append([]string{"-joblog", r.joblog}, args...)
 	}
+	r.cmd = execBin(append(append([]string{"run", "-u"}, args...), "--", "sh", "-c", script, "sh", "{}")...)
+	r.cmd.Stdin = strings.NewReader(input)
+	r.cmd.Stderr = &r.errOut
 	return r
 }
 
-func (r *jobsRun) wait(t *testing.T) (runResult, []jobEvent) {
+func (r *jobsRun) start(t *testing.T) *jobsRun {
 	t.Helper()
-	r.cmd.Wait()
-	return runResult{r.cmd.ProcessState.ExitCode(), r.out.String(), r.errOut.String()}, readJobLog(t, r.log)
+	stdout, err := r.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(r.done)
+		s := bufio.NewScanner(stdout)
+		for s.Scan() {
+			r.record(s.Text(), time.Now())
+		}
+	}()
+	return r
 }
 
-// starts returns the jobs' start instants relative to the first, as
-// arrivals, in order.
-func starts(evs []jobEvent, keep func(line string) bool) []arrival {
-	var as []arrival
-	var t0 time.Time
+func (r *jobsRun) record(text string, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if line, ok := strings.CutPrefix(text, "start "); ok {
+		r.events = append(r.events, jobEvent{start: true, at: at, line: line})
+	} else if line, ok := strings.CutPrefix(text, "end "); ok {
+		r.events = append(r.events, jobEvent{at: at, line: line})
+	} else {
+		r.out.WriteString(text + "\n")
+	}
+}
+
+// started returns how many jobs have started so far.
+func (r *jobsRun) started() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, e := range r.events {
+		if e.start {
+			n++
+		}
+	}
+	return n
+}
+
+// wait waits for rategate to end and returns its result and the jobs'
+// events, with the joblog's start instants.
+func (r *jobsRun) wait(t *testing.T) (runResult, []jobEvent) {
+	t.Helper()
+	<-r.done
+	r.cmd.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.joblog != "" {
+		r.readJoblog(t)
+	}
+	return runResult{r.cmd.ProcessState.ExitCode(), r.out.String(), r.errOut.String()}, r.events
+}
+
+// readJoblog sets the logged start of each start event from the joblog,
+// whose last field is the job's line (shell-quoted when it has a space).
+func (r *jobsRun) readJoblog(t *testing.T) {
+	t.Helper()
+	b, err := os.ReadFile(r.joblog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logged := map[string]time.Time{}
+	for _, l := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")[1:] {
+		f := strings.Split(l, "\t")
+		ms, err := strconv.ParseFloat(f[2], 64)
+		if len(f) != 9 || err != nil {
+			t.Fatalf("joblog line %q", l)
+		}
+		line := f[8][strings.LastIndex(f[8], " sh ")+len(" sh "):]
+		logged[strings.Trim(line, "'")] = time.UnixMilli(int64(math.Round(ms * 1e3)))
+	}
+	for i, e := range r.events {
+		if e.start {
+			r.events[i].logged = logged[e.line]
+		}
+	}
+}
+
+// runJobs runs rategate run -u with args, the jobs sleeping d, on input.
+func runJobs(t *testing.T, input string, d time.Duration, args ...string) (runResult, []jobEvent) {
+	t.Helper()
+	return newJobs(t, input, d, args...).start(t).wait(t)
+}
+
+// starts returns the instants rategate's joblog gives for the starts of
+// the jobs whose line keep accepts, relative to the first, as arrivals in
+// order. It reports a start logged later than the test read it.
+func starts(c *clock, evs []jobEvent, keep func(line string) bool) []arrival {
+	var ts []time.Time
 	for _, e := range evs {
 		if !e.start || !keep(e.line) {
 			continue
 		}
-		if t0.IsZero() {
-			t0 = e.at
+		if e.logged.IsZero() || e.logged.After(e.at) {
+			c.errorf("job %q: joblog start %v, but the test read its start at %v", e.line, e.logged, e.at)
 		}
-		as = append(as, arrival{e.at.Sub(t0), 1})
+		ts = append(ts, e.logged)
+	}
+	slices.SortFunc(ts, time.Time.Compare)
+	var as []arrival
+	for _, at := range ts {
+		as = append(as, arrival{at.Sub(ts[0]), 1})
 	}
 	return as
 }
@@ -94,25 +204,23 @@ func mostRunning(evs []jobEvent) int {
 
 func all(string) bool { return true }
 
-// checkRan checks that every line of input ran exactly once, each job's
-// output arriving whole.
-func checkRan(t *testing.T, r runResult, evs []jobEvent, input string) {
+// checkRan checks that every line of input ran exactly once, to its end.
+func checkRan(t *testing.T, evs []jobEvent, input string) {
 	t.Helper()
-	var want, got, out []string
-	want = append(want, strings.Split(strings.TrimSuffix(input, "\n"), "\n")...)
+	want := strings.Split(strings.TrimSuffix(input, "\n"), "\n")
+	var started, ended []string
 	for _, e := range evs {
 		if e.start {
-			got = append(got, e.line)
+			started = append(started, e.line)
+		} else {
+			ended = append(ended, e.line)
 		}
 	}
-	for _, l := range strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n") {
-		out = append(out, strings.TrimPrefix(l, "out "))
-	}
 	slices.Sort(want)
-	slices.Sort(got)
-	slices.Sort(out)
-	if !slices.Equal(got, want) || !slices.Equal(out, want) {
-		t.Errorf("jobs started %q and wrote %q; want each of %q once", got, out, want)
+	slices.Sort(started)
+	slices.Sort(ended)
+	if !slices.Equal(started, want) || !slices.Equal(ended, want) {
+		t.Errorf("jobs started %q and ended %q; want each of %q once", started, ended, want)
 	}
 }
 
@@ -124,7 +232,7 @@ func TestRunJobs(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit status %d, stderr:\n%s", r.code, r.stderr)
 	}
-	checkRan(t, r, evs, input)
+	checkRan(t, evs, input)
 	if got := mostRunning(evs); got != 2 {
 		t.Errorf("at most %d jobs ran at once, want -j 2", got)
 	}
@@ -135,19 +243,19 @@ func TestRunRate(t *testing.T) {
 	t.Parallel()
 	const rate = 20
 	input := jobLines("job ", rate*3)
-	realClock(t, jobSlack, func(c *clock) {
+	realClock(t, slack, func(c *clock) {
 		r, evs := runJobs(t, input, 50*time.Millisecond, "-j", "4", "-rate", fmt.Sprintf("%d/s", rate))
 		if r.code != 0 {
 			t.Fatalf("exit status %d, stderr:\n%s", r.code, r.stderr)
 		}
-		checkRan(t, r, evs, input)
-		as := starts(evs, all)
+		checkRan(t, evs, input)
+		as := starts(c, evs, all)
 		for _, w := range []time.Duration{250 * time.Millisecond, time.Second} {
 			bound := min(rate, 2+int(rate*w.Seconds())) // the default burst is 2
-			got := maxInWindow(as, w-jobSlack)
-			t.Logf("most starts in a window of %v-%v: %d (bound %d)", w, jobSlack, got, bound)
+			got := maxInWindow(as, w-slack)
+			t.Logf("most starts in a window of %v-%v: %d (bound %d)", w, slack, got, bound)
 			if got > bound {
-				c.errorf("%d starts in a window of %v-%v, over the bound of %d", got, w, jobSlack, bound)
+				c.errorf("%d starts in a window of %v-%v, over the bound of %d", got, w, slack, bound)
 			}
 		}
 		got := countIn(as, 0, 3*time.Second)
@@ -167,19 +275,19 @@ func TestRunPerKey(t *testing.T) {
 		fmt.Fprintf(&b, "a %d\nb %d\nc %d\n", i, i, i)
 	}
 	input := b.String()
-	realClock(t, jobSlack, func(c *clock) {
+	realClock(t, slack, func(c *clock) {
 		r, evs := runJobs(t, input, 20*time.Millisecond, "-j", "8", "-rate", "5/s", "-per-key", "1")
 		if r.code != 0 {
 			t.Fatalf("exit status %d, stderr:\n%s", r.code, r.stderr)
 		}
-		checkRan(t, r, evs, input)
+		checkRan(t, evs, input)
 		for _, key := range []string{"a", "b", "c"} {
-			as := starts(evs, func(l string) bool { return strings.HasPrefix(l, key+" ") })
-			if got := maxInWindow(as, time.Second-jobSlack); got > 5 {
-				c.errorf("key %s: %d starts in a window of 1s-%v, over 5", key, got, jobSlack)
+			as := starts(c, evs, func(l string) bool { return strings.HasPrefix(l, key+" ") })
+			if got := maxInWindow(as, time.Second-slack); got > 5 {
+				c.errorf("key %s: %d starts in a window of 1s-%v, over 5", key, got, slack)
 			}
 		}
-		if got := countIn(starts(evs, all), 0, time.Second-jobSlack); got < 15 {
+		if got := countIn(starts(c, evs, all), 0, time.Second-slack); got < 15 {
 			c.errorf("%d starts in the first second, want the 3 keys' 5 each", got)
 		}
 	})
@@ -204,9 +312,11 @@ func TestRunExitStatus(t *testing.T) {
 		t.Fatalf("joblog:\n%s", log)
 	}
 	exits := map[string]string{}
+	inputs := strings.Split(input, "\n")
 	for _, l := range lines[1:] {
 		f := strings.Split(l, "\t")
-		if len(f) != 9 || f[1] != ":" || f[5] != fmt.Sprint(len("out ok 1\n")) && f[5] != fmt.Sprint(len("out fail 2\n")) {
+		seq, _ := strconv.Atoi(f[0])
+		if len(f) != 9 || seq < 1 || seq > 5 || f[1] != ":" || f[5] != fmt.Sprint(2*len(inputs[seq-1])+len("start \nend \n")) {
 			t.Fatalf("joblog line %q", l)
 		}
 		exits[f[0]] = f[6]
@@ -238,6 +348,15 @@ func TestRunManyFailures(t *testing.T) {
 	}
 }
 
+// TestRunUngroup: with -u the jobs' output is passed on as it comes.
+func TestRunUngroup(t *testing.T) {
+	t.Parallel()
+	r := runBin(t, "a\nb\n", "run", "-u", "-j", "1", "--", "sh", "-c", "echo out $1; echo err $1 >&2", "sh", "{}")
+	if r.code != 0 || r.stdout != "out a\nout b\n" || r.stderr != "err a\nerr b\n" {
+		t.Errorf("exit status %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
 func TestRunBadInput(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -263,29 +382,19 @@ func TestRunBadInput(t *testing.T) {
 
 // interruptible starts rategate run, as a shell starts a pipeline, in a
 // process group of its own, and waits until n jobs have started.
-func interruptible(t *testing.T, n int, d time.Duration, args ...string) (cmd *exec.Cmd, log string, out, errOut *bytes.Buffer) {
+func interruptible(t *testing.T, n int, d time.Duration, args ...string) *jobsRun {
 	t.Helper()
-	log = filepath.Join(t.TempDir(), "jobs")
-	env, argv := jobCommand(t, log, d)
-	cmd = execBin(append(append([]string{"run"}, args...), argv...)...)
-	cmd.Env = env
-	cmd.Stdin = strings.NewReader(jobLines("job ", 10))
-	out, errOut = &bytes.Buffer{}, &bytes.Buffer{}
-	cmd.Stdout, cmd.Stderr = out, errOut
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if len(starts(readJobLog(t, log), all)) >= n {
-			return cmd, log, out, errOut
-		}
+	r := newJobs(t, jobLines("job ", 10), d, args...)
+	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	r.start(t)
+	for deadline := time.Now().Add(10 * time.Second); r.started() < n; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
+			r.cmd.Process.Kill()
+			r.wait(t)
 			t.Fatalf("%d jobs did not start in 10 s", n)
 		}
 	}
+	return r
 }
 
 // TestRunInterrupt: Ctrl-C (SIGINT to the terminal's process group) stops
@@ -293,31 +402,21 @@ func interruptible(t *testing.T, n int, d time.Duration, args ...string) (cmd *e
 // exits with 130.
 func TestRunInterrupt(t *testing.T) {
 	t.Parallel()
-	cmd, log, out, errOut := interruptible(t, 2, 600*time.Millisecond, "-j", "2", "-rate", "50/s")
-	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
+	run := interruptible(t, 2, 600*time.Millisecond, "-j", "2", "-rate", "50/s")
+	if err := syscall.Kill(-run.cmd.Process.Pid, syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	sent := time.Now()
-	cmd.Wait()
-	if code := cmd.ProcessState.ExitCode(); code != 130 {
-		t.Errorf("exit status %d, want 130", code)
+	r, evs := run.wait(t)
+	if r.code != 130 {
+		t.Errorf("exit status %d, want 130", r.code)
 	}
-	evs := readJobLog(t, log)
 	if len(evs) != 4 || mostRunning(evs) != 2 || evs[3].start {
-		t.Fatalf("want the 2 running jobs to have run to their end, and no other; job log: %v", evs)
-	}
-	for _, e := range evs {
-		if e.start && e.at.After(sent) {
-			t.Errorf("job %q started after the interrupt", e.line)
-		}
+		t.Fatalf("want the 2 running jobs to have run to their end, and no other; events: %v", evs)
 	}
 	for _, want := range []string{"starting no more jobs", " jobs: 2 succeeded, 0 failed", "did not run: line 3: job 3", "stdin was not read after line"} {
-		if !strings.Contains(errOut.String(), want) {
-			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
 		}
-	}
-	if got := out.String(); !strings.Contains(got, "out job 1\n") || !strings.Contains(got, "out job 2\n") {
-		t.Errorf("stdout %q lacks the two jobs' output", got)
 	}
 }
 
@@ -325,32 +424,28 @@ func TestRunInterrupt(t *testing.T) {
 // running jobs.
 func TestRunInterruptTwice(t *testing.T) {
 	t.Parallel()
-	cmd, log, _, errOut := interruptible(t, 2, time.Minute, "-j", "2", "-joblog", "-")
+	run := interruptible(t, 2, time.Minute, "-j", "2", "-joblog", "-")
 	for range 2 {
-		if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		if err := run.cmd.Process.Signal(syscall.SIGINT); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		cmd.Process.Kill()
-		<-done
+	timer := time.AfterFunc(10*time.Second, func() { run.cmd.Process.Kill() })
+	r, evs := run.wait(t)
+	if !timer.Stop() {
 		t.Fatal("rategate did not end 10 s after the second interrupt")
 	}
-	if code := cmd.ProcessState.ExitCode(); code != 130 {
-		t.Errorf("exit status %d, want 130", code)
+	if r.code != 130 {
+		t.Errorf("exit status %d, want 130", r.code)
 	}
-	for _, e := range readJobLog(t, log) {
+	for _, e := range evs {
 		if !e.start {
 			t.Errorf("job %q ran to its end despite the interrupt", e.line)
 		}
 	}
-	if got := strings.Count(errOut.String(), "\t-1\t2\t"); got != 2 {
-		t.Errorf("joblog on stderr: %d jobs with Exitval -1 and Signal 2, want 2:\n%s", got, errOut)
+	if got := strings.Count(r.stderr, "\t-1\t2\t"); got != 2 {
+		t.Errorf("joblog on stderr: %d jobs with Exitval -1 and Signal 2, want 2:\n%s", got, r.stderr)
 	}
 }
 
