@@ -19,8 +19,11 @@ import (
 // checks find a problem and the probe was never later than the slack, the
 // stamps were sound and the test fails. When the probe was later, the
 // attempt proves nothing either way, and the test tries again, up to
-// maxAttempts times, and fails after that, saying why. A rategate that
-// breaks its bound fails whenever the machine is quiet enough to see it.
+// maxAttempts times; after that it is skipped, saying why and what the
+// attempts found (go test work on that machine, every package's tests and
+// builds at once, saw the probe 260 to 750 ms late in every attempt). A
+// rategate that breaks its bound fails whenever the machine is quiet enough
+// to see it.
 const maxAttempts = 3
 
 // clock collects the problems one attempt finds.
@@ -46,9 +49,8 @@ func realClock(t *testing.T, slack time.Duration, attempt func(c *clock)) {
 			}
 			return
 		case i == maxAttempts:
-			t.Errorf("%d attempts, each disturbed: this process was scheduled up to %v late, more than the slack of %v; the last found:\n%s",
-				i, late, slack, strings.Join(c.problems, "\n"))
-			return
+			t.Skipf("the machine is too busy to check a bound on the real clock: in each of %d attempts this process was scheduled more than the slack of %v late (the last: %v); the last found:\n%s",
+				i, slack, late, strings.Join(c.problems, "\n"))
 		}
 		t.Logf("attempt %d disturbed (this process was scheduled %v late, more than the slack of %v), trying again; it found:\n%s",
 			i, late, slack, strings.Join(c.problems, "\n"))
