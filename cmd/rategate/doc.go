@@ -61,7 +61,8 @@
 // read, a write, Redis), and 2 for bad input (a flag, a rate, a FILE that
 // cannot be read), found before anything is done; run with the status
 // above, 2 for bad input too, 128+N after signal N interrupted it, and 255
-// for another error. No command writes over a file it was given: pipe
+// for another error. pipe and lines end at once on an interrupt, as cat does,
+// with what they had written. No command writes over a file it was given: pipe
 // refuses a FILE that is also its stdout, and run -joblog only creates a
 // new file.
 package main

@@ -130,6 +130,8 @@ func runCmd(args []string) int {
 // exitOther is run's exit status for an error other than a failed job.
 const exitOther = 255
 
+// poolOptions returns the pool's options, with the limit in the -redis
+// server if one was given (its connection lasts as long as the process).
 func (cfg *runConfig) poolOptions() (pool.Options, error) {
 	opts := pool.Options{Workers: cfg.jobs}
 	if !cfg.limited {
