@@ -39,8 +39,10 @@
 // decided at Redis's clock. The bucket and the log are then two limiters
 // asked in turn (bucket first, its permits kept until the log grants them),
 // so the log's bound holds exactly and the bucket's up to the time a grant
-// waited for the log. A Redis that cannot be reached is an error: nothing
-// passes without its permit.
+// waited for the log. A Redis that cannot be reached when rategate starts
+// is an error. One that stops answering later (a timeout, a lost
+// connection) is asked again every 100 ms for up to 10 s, nothing passing
+// meanwhile, and then is an error: nothing ever passes without its permit.
 //
 // # run
 //

@@ -135,13 +135,13 @@ func (l limit) limiter(sh *shared, c *redis.Client) (limiter.Limiter, error) {
 		return nil, err
 	}
 	if l.burst == 0 {
-		return log, nil
+		return newPatient(log), nil
 	}
 	bucket, err := redislimit.NewTokenBucket(sh.options(c, ":bucket"), l.bucket())
 	if err != nil {
 		return nil, err
 	}
-	return &inTurn{first: bucket, second: log}, nil
+	return newPatient(&inTurn{first: bucket, second: log}), nil
 }
 
 // perKey returns a limit per key, in Redis when c is not nil.
@@ -161,13 +161,15 @@ func (l limit) perKey(sh *shared, c *redis.Client) (func(string) limiter.Limiter
 		return nil, err
 	}
 	if l.burst == 0 {
-		return log.For, nil
+		return func(key string) limiter.Limiter { return newPatient(log.For(key)) }, nil
 	}
 	bucket, err := redislimit.NewKeyedTokenBucket(sh.options(c, ":bucket"), l.bucket())
 	if err != nil {
 		return nil, err
 	}
-	return func(key string) limiter.Limiter { return &inTurn{first: bucket.For(key), second: log.For(key)} }, nil
+	return func(key string) limiter.Limiter {
+		return newPatient(&inTurn{first: bucket.For(key), second: log.For(key)})
+	}, nil
 }
 
 // defaultBurst is a tenth of the period's amount, at least least,

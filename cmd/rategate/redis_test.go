@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +22,13 @@ import (
 // test, and stops it when the test ends. Without redis-server on PATH the
 // test is skipped, or fails when RATEGATE_REQUIRE_REDIS is set (as CI does).
 func redisServer(t *testing.T) string {
+	t.Helper()
+	addr, _ := redisProcess(t)
+	return addr
+}
+
+// redisProcess is redisServer, and returns the server's process too.
+func redisProcess(t *testing.T) (string, *os.Process) {
 	t.Helper()
 	path, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -54,7 +62,7 @@ func redisServer(t *testing.T) string {
 		err := c.Ping(ctx).Err()
 		cancel()
 		if err == nil {
-			return addr
+			return addr, cmd.Process
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("redis-server on %s did not answer in 10 s: %v\n%s", addr, err, out.String())
@@ -126,6 +134,41 @@ func (p *proc) shifted(origin time.Time) []arrival {
 
 func sortArrivals(as []arrival) {
 	slices.SortStableFunc(as, func(a, b arrival) int { return cmp.Compare(a.at, b.at) })
+}
+
+// TestRedisPause: a Redis server that stops answering for a while (here
+// SIGSTOP for 1.5 s, three times redislimit's timeout for a round trip)
+// holds rategate up without ending it or letting anything through.
+func TestRedisPause(t *testing.T) {
+	t.Parallel()
+	addr, server := redisProcess(t)
+	p := start(t, true, "lines", "-rate", "20/s", "-redis", addr, "-key", "pause")
+	in := numberedLines(0, 40)
+	fed := p.feed([]feedPart{{0, in}})
+	time.Sleep(500 * time.Millisecond)
+	if err := server.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if err := server.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("exit status %d, stderr:\n%s", code, p.stderr.String())
+	}
+	if err := <-fed; err != nil {
+		t.Fatal(err)
+	}
+	if string(p.out) != string(in) {
+		t.Fatalf("the lines that arrived differ from those written:\n%s", p.out)
+	}
+	gap, _ := firstAfterGap(p.stamps, time.Second)
+	if gap == 0 {
+		t.Errorf("no pause in the output while Redis was stopped: %v", p.stamps)
+	}
+	if got := maxInWindow(p.stamps, time.Second-redisSlack); got > 20 {
+		t.Errorf("%d lines in a window of 1s-%v, over the bound of 20", got, redisSlack)
+	}
 }
 
 // TestRedisPipe: two rategate pipes sharing a key share the byte rate.
