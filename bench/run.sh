@@ -3,9 +3,10 @@
 # GOMAXPROCS 1 and 2, summarized by benchstat as medians), the ratios
 # rategate/peer, the keyed limiter's memory, the pipe's real-clock
 # throughput, the adaptive limiters against their peers (on virtual time)
-# and the cost of their reports, and the pacing harness. It prints
+# and the cost of their reports, rategate pipe against pv -L, and the
+# pacing harness. It prints
 # markdown and keeps the raw files in $OUT (default: results/). About 9.5
-# minutes on 2 cores.
+# minutes on 2 cores, and under 2 more for the pv comparison (needs pv).
 #
 #   ./run.sh                 # everything
 #   BENCH=Reject ./run.sh    # only benchmarks matching Reject (and pacing)
@@ -92,6 +93,13 @@ grep '^|' "$OUT/adaptive.md" | head -8
 echo
 go test -run '^$' -bench Report -benchmem -count "$COUNT" ./adaptive >"$OUT/adaptive-report.txt"
 benchstat "$OUT/adaptive-report.txt" | tee "$OUT/adaptive-report-benchstat.txt"
+echo "## rategate pipe against pv -L"
+echo
+if command -v pv >/dev/null 2>&1; then
+	go run ./cli | tee "$OUT/cli-pv.md"
+else
+	echo "pv is not installed: skipped (apt-get install pv)"
+fi
 echo
 
 if [ "$PACING" != 0 ]; then
