@@ -1,6 +1,7 @@
 package redislimit
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"strconv"
@@ -163,7 +164,7 @@ func (l *ccLease) ReleasePermits(int) {
 		default:
 		}
 	}
-	v, err := boundedTrip(l.e.sync, l.e.c, l.e.timeout, ccReleaseScript, nil, l.h.keys, l.member)
+	v, err := l.e.rc.run(context.Background(), ccReleaseScript, nil, l.h.keys, l.member)
 	if err == nil && l.e.onRelease != nil {
 		if vals, err := ints(v, 3); err == nil {
 			l.e.onRelease(vals[0])
@@ -218,7 +219,7 @@ func (c *ccState) renewOne(e *engine, ls []*ccLease) {
 	for _, l := range ls {
 		args = append(args, l.member)
 	}
-	v, err := boundedTrip(e.sync, e.c, e.timeout, ccRenewScript, nil, ls[0].h.keys, args...)
+	v, err := e.rc.run(context.Background(), ccRenewScript, nil, ls[0].h.keys, args...)
 	if err != nil {
 		return
 	}

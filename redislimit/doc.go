@@ -52,16 +52,20 @@
 //
 // # When Redis cannot decide
 //
-// A Redis error never admits silently. A round trip is bounded: by
-// Options.Timeout (DefaultTimeout when zero) with a client that honours
-// context deadlines (go-redis's ContextTimeoutEnabled, recommended), else
-// by the client's own ReadTimeout unless Options.Timeout is set. An error or
-// a timeout is handled by Options.OnError:
+// A Redis error never admits silently. Every round trip ends within
+// Options.Timeout (DefaultTimeout when zero), whatever the failure: a
+// refused or unreachable server, a client pool with no free connection, a
+// stalled server, a server killed mid-call. An error or a timeout is
+// handled by Options.OnError:
 // FailClosed (the default) refuses with an error wrapping [ErrUnavailable]
 // and the cause, FailOpen grants, and UseFallback asks Options.Fallback, a
-// local limiter. A script is sent again only when Redis answers NOSCRIPT
-// (its script cache was flushed); never after a failure that may have
-// committed, which would count a decision twice.
+// local limiter. This package sends a script again only when Redis answers
+// NOSCRIPT (its script cache was flushed); never after a failure that may
+// have committed, which would count a decision twice. (go-redis itself
+// resends a command whose connection broke, up to its MaxRetries, within
+// the same Timeout: a rate limiter's decision counted twice spends its
+// permits twice, which keeps the bound; a semaphore's is not counted
+// twice. MaxRetries: -1 turns that off.)
 //
 // A decision whose answer was lost (a timeout) may still have been made in
 // Redis: a rate limiter's permits are then spent without being granted (the

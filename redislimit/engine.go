@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/rategate/rategate/limiter"
 )
 
@@ -38,12 +36,10 @@ const maxBatch = 256
 // key): it coalesces concurrent decisions for one limit into one script
 // call, applies the error policy, and keeps the local counters.
 type engine struct {
-	o       Options
-	c       redis.UniversalClient
-	sync    bool // round trips run in the caller: c honours context deadlines, or Timeout was left to the client
-	timeout time.Duration
-	alg     algorithm
-	queue   limiter.QueueOptions
+	o     Options
+	rc    caller
+	alg   algorithm
+	queue limiter.QueueOptions
 
 	done      chan struct{}
 	closeOnce sync.Once
@@ -119,7 +115,7 @@ func newEngine(o Options, q limiter.QueueOptions, alg func() (algorithm, error))
 		return nil, err
 	}
 	return &engine{
-		o: o, c: o.Client, sync: o.Timeout == 0 || honoursDeadlines(o.Client), timeout: o.timeout(),
+		o: o, rc: newCaller(o.Client, o.timeout()),
 		alg: a, queue: q, done: make(chan struct{}), flights: make(map[string]*flight),
 	}, nil
 }
@@ -150,7 +146,7 @@ func (e *engine) handle(sub string, keyed bool) *handle {
 // for the same limit: the first caller runs the script call; those who come
 // while it is on its way wait and go together in the next call, run by the
 // first of them.
-func (e *engine) decide(h *handle, arg string) result {
+func (e *engine) decide(ctx context.Context, h *handle, arg string) result {
 	r := requestPool.Get().(*request)
 	r.arg = arg
 	e.mu.Lock()
@@ -160,12 +156,12 @@ func (e *engine) decide(h *handle, arg string) result {
 		<-r.done
 		if batch := r.lead; batch != nil {
 			r.lead = nil
-			e.fly(h, batch)
+			e.fly(ctx, h, batch)
 		}
 	} else {
 		e.flights[h.tag] = &flight{}
 		e.mu.Unlock()
-		e.fly(h, []*request{r})
+		e.fly(ctx, h, []*request{r})
 	}
 	res := r.res
 	r.res = result{}
@@ -175,8 +171,8 @@ func (e *engine) decide(h *handle, arg string) result {
 
 // fly runs batch (led by batch[0], the caller) as one script call, hands
 // the next batch to its first member, and wakes the others of batch.
-func (e *engine) fly(h *handle, batch []*request) {
-	e.call(h, batch)
+func (e *engine) fly(ctx context.Context, h *handle, batch []*request) {
+	e.call(ctx, h, batch)
 	e.mu.Lock()
 	f := e.flights[h.tag]
 	next := f.pending
@@ -200,19 +196,13 @@ func (e *engine) fly(h *handle, batch []*request) {
 }
 
 // call runs one script call for batch and stores every request's result.
-func (e *engine) call(h *handle, batch []*request) {
+func (e *engine) call(ctx context.Context, h *handle, batch []*request) {
 	args := make([]any, 0, len(e.alg.args)+len(batch))
 	args = append(args, e.alg.args...)
 	for _, r := range batch {
 		args = append(args, r.arg)
 	}
-	late := e.late(h, batch)
-	v, err := boundedTrip(e.sync, e.c, e.timeout, e.alg.script, late, h.keys, args...)
-	if err != nil && e.sync && late != nil {
-		// The call may have committed before it failed: give back what it may
-		// have granted.
-		go late(nil, err)
-	}
+	v, err := e.rc.run(ctx, e.alg.script, e.late(h, batch), h.keys, args...)
 	var vals []int64
 	if err == nil {
 		vals, err = ints(v, 3+len(batch))
@@ -252,7 +242,7 @@ func (e *engine) late(h *handle, batch []*request) func(any, error) {
 	// Releasing a member Redis does not hold does nothing, so the members are
 	// released whatever the reply said.
 	return func(any, error) {
-		roundTrip(context.Background(), e.c, e.timeout, ccReleaseScript, h.keys, members...)
+		e.rc.run(context.Background(), ccReleaseScript, nil, h.keys, members...)
 	}
 }
 
@@ -320,7 +310,7 @@ func (h *handle) tryAcquire(n int) limiter.Lease {
 		return limiter.NewLease(0, nil)
 	}
 	arg := e.requestArg(n)
-	res := e.decide(h, arg)
+	res := e.decide(context.Background(), h, arg)
 	if res.err != nil {
 		l := e.o.policyTry(n, res.err)
 		e.count(l.Granted())
@@ -408,7 +398,7 @@ func (h *handle) wait(ctx context.Context, n int) (limiter.Lease, error) {
 	e := h.e
 	arg := e.requestArg(n)
 	for attempt := 0; ; attempt++ {
-		res := e.decide(h, arg)
+		res := e.decide(ctx, h, arg)
 		if res.err != nil {
 			return e.o.policyAcquire(ctx, n, res.err)
 		}

@@ -76,13 +76,17 @@ type Options struct {
 	// otherwise). It is typically a local limiter sized for this process's
 	// share of the limit.
 	Fallback limiter.Limiter
-	// Timeout bounds one round trip to Redis: a server that does not answer
-	// within it is an error (see OnError). Zero means DefaultTimeout with a
-	// client that honours context deadlines (ContextTimeoutEnabled, which
-	// is recommended), and otherwise the client's own bound (go-redis's
-	// ReadTimeout, 3s by default). A Timeout set with a client that ignores
-	// context deadlines is kept by running each round trip in a goroutine of
-	// its own, which costs a goroutine hand-off per call.
+	// Timeout bounds every round trip to Redis, whatever the failure: a
+	// decision that Redis has not answered within it (the server refuses
+	// connections, cannot be reached, stalls or dies mid-call, or the
+	// client's pool has no free connection) is an error (see OnError),
+	// returned within Timeout. Zero means DefaultTimeout. Each round trip
+	// runs under context.WithTimeout. With a client that honours context
+	// deadlines (go-redis's ContextTimeoutEnabled, recommended) it runs in
+	// the calling goroutine; otherwise the client would wait for a reply
+	// up to its own ReadTimeout, so the call runs in a goroutine of its own
+	// and the caller stops waiting after Timeout, at the cost of a
+	// goroutine hand-off per call.
 	Timeout time.Duration
 	// LeaseTTL is, for NewConcurrency only, how long a holder's permits
 	// outlive its last renewal in Redis. Held leases are renewed every

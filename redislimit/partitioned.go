@@ -10,8 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/rategate/rategate/internal/exact"
 	"github.com/rategate/rategate/internal/precise"
 	"github.com/rategate/rategate/limiter"
@@ -102,18 +100,17 @@ type Partitioned struct {
 	keeperRunning atomic.Bool
 	unavail       atomic.Pointer[error]
 
-	origin  time.Time
-	o       Options
-	po      PartitionedOptions
-	key     string
-	client  redis.UniversalClient
-	bounded bool // the client bounds a call by its context's deadline
-	owner   string
-	unit    int64 // scaled units one partition earns per ns
-	cost    int64 // scaled units one permit costs
-	ttl     time.Duration
-	margin  time.Duration
-	calls   atomic.Int64 // lease round trips
+	origin time.Time
+	o      Options
+	po     PartitionedOptions
+	key    string
+	rc     caller // a sync's round trip, within min(Options.Timeout, LeaseTTL/3)
+	owner  string
+	unit   int64 // scaled units one partition earns per ns
+	cost   int64 // scaled units one permit costs
+	ttl    time.Duration
+	margin time.Duration
+	calls  atomic.Int64 // lease round trips
 
 	mu      sync.Mutex
 	parts   []int // partitions in use, ascending
@@ -209,8 +206,7 @@ func NewPartitioned(o Options, opts PartitionedOptions) (*Partitioned, error) {
 		o:       o,
 		po:      opts,
 		key:     redisKey("pt", hashTag(o.Key, "", false), ""),
-		client:  o.Client,
-		bounded: honoursDeadlines(o.Client),
+		rc:      newCaller(o.Client, min(o.timeout(), ttl/3)),
 		owner:   hex.EncodeToString(id[:]),
 		unit:    unit,
 		cost:    cost,

@@ -1,6 +1,7 @@
 package redislimit
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -239,7 +240,7 @@ func (p *Partitioned) call(req syncRequest) (syncReply, error) {
 	// A late answer is dropped: partitions it gave are ours in Redis but
 	// unknown here, so they lapse after the TTL or come back to us, empty,
 	// at a later sync.
-	v, err := boundedTrip(p.bounded, p.client, min(p.o.timeout(), p.ttl/3), partitionScript, nil, []string{p.key}, args...)
+	v, err := p.rc.run(context.Background(), partitionScript, nil, []string{p.key}, args...)
 	if err != nil {
 		return syncReply{}, err
 	}

@@ -141,39 +141,81 @@ func intReply(v any) (out []int64, ok bool) {
 	return out, true
 }
 
-// roundTrip runs s once, within timeout. The context carries the deadline
-// but no timer and no cancellation: a client that honours deadlines
-// (ContextTimeoutEnabled) turns it into the connection's I/O deadlines,
-// which end a stalled round trip by themselves, and a decision shared by
-// several callers is not cut short by one of them.
-func roundTrip(_ context.Context, c redis.Scripter, timeout time.Duration, s *script, keys []string, args ...any) (any, error) {
-	ctx := deadlineCtx{time.Now().Add(timeout)}
-	v, err := s.run(&ctx, c, keys, args...)
-	if err != nil {
-		return nil, unavailable(err)
-	}
-	return v, nil
+// caller makes the round trips of one limiter: each runs under a context
+// that ends Timeout after the call began, so that every wait inside the
+// client (for a pooled connection, a dial, a retry's backoff, and with
+// ContextTimeoutEnabled the reply itself) ends by then.
+type caller struct {
+	c       redis.UniversalClient
+	timeout time.Duration
+	// inline: c bounds a call's I/O by its context's deadline
+	// (ContextTimeoutEnabled), so the call runs in the caller's goroutine.
+	// Otherwise the client waits for a reply up to its own ReadTimeout,
+	// and the call runs in a goroutine of its own that the caller stops
+	// waiting for when the context ends.
+	inline bool
 }
 
-// deadlineCtx is a context with a deadline and nothing else: Done is nil
-// (it never closes) and Err reports the deadline once it has passed. It is
-// for go-redis, which bounds its I/O by the deadline.
-type deadlineCtx struct{ d time.Time }
+func newCaller(c redis.UniversalClient, timeout time.Duration) caller {
+	return caller{c: c, timeout: timeout, inline: honoursDeadlines(c)}
+}
 
-func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.d, true }
-func (c *deadlineCtx) Done() <-chan struct{}       { return nil }
-func (c *deadlineCtx) Value(any) any               { return nil }
-func (c *deadlineCtx) Err() error {
-	if time.Now().Before(c.d) {
-		return nil
+// run runs s once and returns its reply, or an error wrapping
+// ErrUnavailable, within the timeout. parent gives the call its values
+// (tracing); its cancellation does not end the call, which may already have
+// committed in Redis and may decide for other callers too. When the call
+// outlives the timeout, its outcome is handed to late (if not nil) once it
+// arrives, so that what it decided can be undone; with an inline call that
+// failed, late is called too, as the call may have committed before it
+// failed.
+func (c *caller) run(parent context.Context, s *script, late func(any, error), keys []string, args ...any) (any, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), c.timeout)
+	if c.inline {
+		v, err := s.run(ctx, c.c, keys, args...)
+		cancel()
+		if err != nil {
+			if late != nil {
+				go late(nil, err)
+			}
+			return nil, unavailable(err)
+		}
+		return v, nil
 	}
-	return context.DeadlineExceeded
+	type reply struct {
+		v   any
+		err error
+	}
+	ch := make(chan reply, 1)
+	go func() {
+		v, err := s.run(ctx, c.c, keys, args...)
+		ch <- reply{v, err}
+		cancel()
+	}()
+	var r reply
+	select {
+	case r = <-ch:
+	case <-ctx.Done():
+		select {
+		case r = <-ch: // it ended as the time ran out
+		default:
+			go func() {
+				r := <-ch
+				if late != nil {
+					late(r.v, r.err)
+				}
+			}()
+			return nil, unavailable(errTimeout)
+		}
+	}
+	if r.err != nil {
+		return nil, unavailable(r.err)
+	}
+	return r.v, nil
 }
 
 // honoursDeadlines reports whether c bounds a command by its context's
-// deadline (ContextTimeoutEnabled). Without it go-redis bounds a command
-// only by the client's ReadTimeout, and a round trip is bounded by running
-// it beside the callers, who stop waiting after Options.Timeout.
+// deadline (ContextTimeoutEnabled). Without it go-redis bounds the wait for
+// a reply only by the client's ReadTimeout.
 func honoursDeadlines(c redis.UniversalClient) bool {
 	switch c := c.(type) {
 	case *redis.Client:
@@ -184,39 +226,6 @@ func honoursDeadlines(c redis.UniversalClient) bool {
 		return c.Options().ContextTimeoutEnabled
 	}
 	return false
-}
-
-// boundedTrip runs s like roundTrip, and returns by timeout even when the
-// client does not honour context deadlines: the call then runs in a
-// goroutine of its own, and when it is late its outcome is handed to late
-// (if not nil) once it arrives, so that what it decided can be undone.
-func boundedTrip(sync bool, c redis.Scripter, timeout time.Duration, s *script, late func(any, error), keys []string, args ...any) (any, error) {
-	if sync {
-		return roundTrip(context.Background(), c, timeout, s, keys, args...)
-	}
-	type reply struct {
-		v   any
-		err error
-	}
-	ch := make(chan reply, 1)
-	go func() {
-		v, err := roundTrip(context.Background(), c, timeout, s, keys, args...)
-		ch <- reply{v, err}
-	}()
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-t.C:
-		go func() {
-			r := <-ch
-			if late != nil {
-				late(r.v, r.err)
-			}
-		}()
-		return nil, unavailable(errTimeout)
-	}
 }
 
 // policyTry applies Options.OnError to a TryAcquire Redis could not decide.
