@@ -331,6 +331,12 @@ func (p *Partitioned) install(now, deadline, debt, old int64) {
 	}
 	p.cfg.Store(c)
 	p.tat.Store(debt)
+	p.signal()
+}
+
+// signal wakes the head waiter, which waits on p.changed, to look again:
+// at the held partitions, at Close, at a failed sync. The caller holds mu.
+func (p *Partitioned) signal() {
 	close(p.changed)
 	p.changed = make(chan struct{})
 }
@@ -663,8 +669,7 @@ func (p *Partitioned) Close() error {
 	}
 	p.closed = true
 	close(p.closeCh)
-	close(p.changed) // the head waiter waits on changed alone, and sees closeCh
-	p.changed = make(chan struct{})
+	p.signal() // the head waiter waits on changed alone, and sees closeCh
 	done := p.done
 	running := p.running
 	p.mu.Unlock()

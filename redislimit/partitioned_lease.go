@@ -85,6 +85,9 @@ func (p *Partitioned) sync() (time.Duration, bool) {
 	p.lastSync = sendAt
 	if err != nil {
 		p.unavail.Store(&err) // it wraps ErrUnavailable (a failed round trip, or a malformed reply)
+		// A head waiter that finds no usable lease waits on changed; with
+		// Redis out of reach, Options.OnError must now decide for it.
+		p.signal()
 		if closing {
 			return 0, false // the leases lapse in Redis after their TTL
 		}
