@@ -30,6 +30,7 @@ func TestPartitionedUnavailableFromStart(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := redis.NewClient(&redis.Options{Addr: addr})
+			defer waitDialsEnd(t)
 			defer c.Close()
 			fallback, _ := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(1, time.Hour), Burst: 3})
 			p, err := NewPartitioned(Options{Client: c, Key: uniqueKey(t), OnError: policy, Fallback: fallbackFor(policy, fallback), Timeout: timeout}, po)
@@ -78,6 +79,7 @@ func TestPartitionedTryUnavailableFromStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer waitDialsEnd(t)
 	defer c.Close()
 	p, err := NewPartitioned(Options{Client: c, Key: uniqueKey(t), Timeout: timeout},
 		PartitionedOptions{Rate: limiter.Per(100, time.Second), Burst: 10, Partitions: 2, LeaseTTL: time.Second})

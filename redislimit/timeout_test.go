@@ -1,9 +1,11 @@
 package redislimit
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -24,8 +26,12 @@ const timeoutSlack = 50 * time.Millisecond
 // those clients exist and before their decisions (occupy their pools, stall
 // or kill the server); it may register cleanups.
 type failureMode struct {
-	name  string
-	pool  int // the clients' PoolSize (0: go-redis's default)
+	name string
+	pool int // the clients' PoolSize (0: go-redis's default)
+	// dial, if not zero, is the clients' DialTimeout, with one dial attempt
+	// (go-redis dials in a goroutine of its own that outlives the call and
+	// the client; the test waits for it to end).
+	dial  time.Duration
 	setup func(t *testing.T) (addr string, provoke func(t *testing.T, cs []*redis.Client))
 }
 
@@ -43,7 +49,7 @@ func TestTimeoutBound(t *testing.T) {
 			}
 			return addr, nil
 		}},
-		{name: "unreachable", setup: func(t *testing.T) (string, func(*testing.T, []*redis.Client)) {
+		{name: "unreachable", dial: time.Second, setup: func(t *testing.T) (string, func(*testing.T, []*redis.Client)) {
 			u, err := redistest.NewUnreachable()
 			if err != nil {
 				t.Skip(err)
@@ -106,8 +112,12 @@ func timeoutCases(t *testing.T, m failureMode) {
 	var lims []*TokenBucket
 	for _, timeout := range []time.Duration{100 * time.Millisecond, 0} {
 		for _, bounded := range []bool{true, false} {
-			c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: bounded, PoolSize: m.pool})
-			t.Cleanup(func() { c.Close() })
+			o := &redis.Options{Addr: addr, ContextTimeoutEnabled: bounded, PoolSize: m.pool}
+			if m.dial > 0 {
+				o.DialTimeout, o.DialerRetries = m.dial, 1
+			}
+			c := redis.NewClient(o)
+			t.Cleanup(func() { c.Close(); waitDialsEnd(t) })
 			tb, err := NewTokenBucket(Options{Client: c, Key: uniqueKey(t), Timeout: timeout},
 				limiter.TokenBucketOptions{Rate: limiter.Per(10, time.Second), Burst: 10})
 			if err != nil {
@@ -195,5 +205,25 @@ func occupyPools(t *testing.T, cs []*redis.Client) {
 			t.Fatalf("the BLPOPs did not start: %v %v", v, err)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitDialsEnd waits until no dial of go-redis's is left running: a pool
+// dials in a goroutine of its own, which goes on after the call that
+// started it has returned and its client is closed, until its DialTimeout
+// and retries are spent.
+func waitDialsEnd(t testing.TB) {
+	deadline := time.Now().Add(10 * time.Second)
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if !bytes.Contains(buf[:n], []byte("(*ConnPool).dialConn")) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("go-redis still dials 10 s after the test")
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
