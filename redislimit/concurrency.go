@@ -28,7 +28,7 @@ if last == nil then
   used = 0
   redis.call('DEL', HOLD)
   if GUARD then
-    local up = started(now)
+    local up = started()
     if up ~= nil and now - up < TTL then
       redis.call('ZADD', HOLD, up + TTL, '~:' .. ARGV[2])
       used = LIMIT

@@ -31,14 +31,9 @@ local want = tonumber(ARGV[4])
 local hungry = ARGV[5] == '1'
 local function fmt(x) return string.format('%d', x) end
 
--- The server's identity and start time, when scripts may call INFO.
-local runid, started = '-', now
-local ok, info = pcall(redis.call, 'INFO', 'server')
-if ok and type(info) == 'string' then
-  runid = string.match(info, 'run_id:(%w+)') or runid
-  local up = tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
-  if up then started = now - up * 1000000 end
-end
+-- The server's identity and (latest) start time, when scripts may call INFO.
+local runid, started = server()
+started = started or now
 
 local h = {}
 local all = redis.call('HGETALL', key)
@@ -49,7 +44,7 @@ if h['E'] ~= runid then
   -- granted before may still be in use until one TTL after the server
   -- started (a new hash) or after now (an inherited one).
   local q = now + ttl
-  if h['E'] == nil then q = math.min(now, started) + ttl end
+  if h['E'] == nil then q = started + ttl end
   redis.call('DEL', key)
   h = {E = runid, Q = fmt(q)}
   redis.call('HSET', key, 'E', runid, 'Q', h['Q'])

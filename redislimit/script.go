@@ -16,24 +16,34 @@ import (
 // luaPrelude starts every script: it allows TIME before writes on
 // Redis < 5 (effects replication, the default since Redis 5) and defines
 // helpers. now is Redis's clock in microseconds: below 2^53 until the year
-// 2255. started(now) is when the server started (from INFO uptime, rounded
-// so that it is never earlier than the true start), or nil when INFO is not
-// available in scripts. keepms(us) is the expiry, in milliseconds, of a key
-// whose state matters for us more microseconds: rounded down, and 2 ms to
-// spare. reply(first, decide) is the reply of a script deciding a batch of
-// requests (see algorithm): {now, 0, 0, r1, …, rk}, where ri =
-// decide(ARGV[first+i-1]), called on the requests in order; the script
-// then sets a and b.
+// 2255. server() returns the server's run_id ('-' when INFO is not
+// available in scripts) and the latest instant at which it can have
+// started, or nil when it cannot be known. Redis counts its uptime in
+// whole seconds of its clock (uptime_in_seconds is the difference of the
+// whole seconds of now and of the start), so a start in whole second
+// floor(now) - up is all it says: the start is taken at the end of that
+// second (never after now), up to a second after the true start, never
+// before it. started() is server()'s start. keepms(us) is the expiry, in
+// milliseconds, of a key whose state matters for us more microseconds:
+// rounded down, and 2 ms to spare. reply(first, decide) is the reply of a
+// script deciding a batch of requests (see algorithm): {now, 0, 0, r1, …,
+// rk}, where ri = decide(ARGV[first+i-1]), called on the requests in order;
+// the script then sets a and b.
 const luaPrelude = `
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 local tm = redis.call('TIME')
 local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-local function started(t)
+local function server()
   local ok, info = pcall(redis.call, 'INFO', 'server')
-  if not ok or type(info) ~= 'string' then return nil end
+  if not ok or type(info) ~= 'string' then return '-', nil end
+  local id = string.match(info, 'run_id:(%w+)') or '-'
   local up = tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
-  if up == nil then return nil end
-  return t - up * 1000000
+  if up == nil then return id, nil end
+  return id, math.min(now, (tonumber(tm[1]) - up + 1) * 1000000)
+end
+local function started()
+  local _, s = server()
+  return s
 end
 local function keepms(us) return math.floor(us / 1000) + 2 end
 local function reply(first, decide)

@@ -32,7 +32,7 @@ end
 if last == nil then
   debt = 0
   if GUARD then
-    local s = started(now)
+    local s = started()
     if s ~= nil and now - s < MAXEL then debt = math.max(TOL - (now - s) * N, 0) end
   end
 else

@@ -26,7 +26,7 @@ local start = now - math.fmod(now, W)
 if s ~= start then
   c = 0
   if s == nil and GUARD then
-    local up = started(now)
+    local up = started()
     if up ~= nil and up > start then c = LIMIT end
   end
 end
@@ -141,7 +141,7 @@ if last == nil then
   tot, seq, newest = 0, 0, 0
   redis.call('DEL', LOG)
   if GUARD then
-    local up = started(now)
+    local up = started()
     if up ~= nil and now - up < W then
       redis.call('ZADD', LOG, up, '0:' .. ARGV[2])
       tot, newest = LIMIT, up
