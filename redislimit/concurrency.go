@@ -41,7 +41,8 @@ end
 local out = reply(4, function(m)
   local p = permits(m)
   if redis.call('ZSCORE', HOLD, m) then return 0 end
-  if used + p > LIMIT then return -1 end
+  if used + math.max(p, 1) > LIMIT then return -1 end
+  if p == 0 then return 0 end -- granted when one could be; holds nothing
   redis.call('ZADD', HOLD, now + TTL, m)
   used = used + p
   return 0

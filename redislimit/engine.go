@@ -305,10 +305,6 @@ func (h *handle) tryAcquire(n int) limiter.Lease {
 		e.rejected.Add(1)
 		return limiter.Denied(err, 0)
 	}
-	if n == 0 {
-		e.granted.Add(1)
-		return limiter.NewLease(0, nil)
-	}
 	arg := e.requestArg(n)
 	res := e.decide(context.Background(), h, arg)
 	if res.err != nil {
@@ -348,9 +344,10 @@ func (e *engine) requestArg(n int) string {
 	return strconv.Itoa(n)
 }
 
-// grant returns the lease of a granted request.
+// grant returns the lease of a granted request. A semaphore's zero-permit
+// grant holds nothing (its script did not record it).
 func (e *engine) grant(h *handle, n int, arg string) limiter.Lease {
-	if e.cc != nil {
+	if e.cc != nil && n > 0 {
 		return e.cc.hold(e, h, n, arg)
 	}
 	return limiter.NewLease(n, nil)
@@ -369,22 +366,17 @@ func (h *handle) acquire(ctx context.Context, n int) (limiter.Lease, error) {
 		e.rejected.Add(1)
 		return limiter.Denied(err, 0), err
 	}
-	if n == 0 {
-		e.granted.Add(1)
-		return limiter.NewLease(0, nil), nil
-	}
-	if e.queue.Limit > 0 {
-		if e.queued.Add(int64(n)) > int64(e.queue.Limit) {
-			e.queued.Add(-int64(n))
-			e.rejected.Add(1)
-			return limiter.Denied(limiter.ErrQueueFull, 0), limiter.ErrQueueFull
-		}
-	} else {
-		e.queued.Add(int64(n))
+	// A zero-permit request counts as one in the queue, as in package
+	// limiter.
+	q := int64(max(n, 1))
+	if e.queued.Add(q) > int64(e.queue.Limit) && e.queue.Limit > 0 {
+		e.queued.Add(-q)
+		e.rejected.Add(1)
+		return limiter.Denied(limiter.ErrQueueFull, 0), limiter.ErrQueueFull
 	}
 	e.waiters.Add(1)
 	defer func() {
-		e.queued.Add(-int64(n))
+		e.queued.Add(-q)
 		e.waiters.Add(-1)
 	}()
 	l, err := h.wait(ctx, n)

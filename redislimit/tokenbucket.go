@@ -42,7 +42,8 @@ else
 end
 local out = reply(6, function(a)
   local c = tonumber(a) * D
-  if debt + c > TOL then return debt + c - TOL end
+  local need = math.max(c, D) -- zero permits: granted when one could be
+  if debt + need > TOL then return debt + need - TOL end
   debt = debt + c
   return 0
 end)

@@ -32,7 +32,7 @@ if s ~= start then
 end
 local out = reply(4, function(a)
   local p = tonumber(a)
-  if c + p > LIMIT then return start + W - now end
+  if c + math.max(p, 1) > LIMIT then return start + W - now end
   c = c + p
   return 0
 end)
@@ -165,7 +165,8 @@ local function waitfor(need)
 end
 local out = reply(4, function(a)
   local p = tonumber(a)
-  if tot + p > LIMIT then return waitfor(tot + p - LIMIT) end
+  local need = math.max(p, 1) -- zero permits: granted when one could be
+  if tot + need > LIMIT then return waitfor(tot + need - LIMIT) end
   if p > 0 then
     seq = seq + 1
     redis.call('ZADD', LOG, now, string.format('%.0f', seq) .. ':' .. a)
