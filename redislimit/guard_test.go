@@ -4,8 +4,6 @@ package redislimit
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -108,25 +106,6 @@ func guardRestartAt(t *testing.T, off time.Duration) {
 	g.askGuarded(t, c, 700*time.Millisecond)
 	wg.Wait()
 	g.check(t, restarted)
-}
-
-// waitUptime waits until s reports an uptime of at least up seconds.
-func waitUptime(t *testing.T, s *redistest.Server, up int) {
-	t.Helper()
-	for range 1000 {
-		v, err := s.Do("INFO", "server")
-		if info, ok := v.(string); err == nil && ok && infoUptime(info) >= up {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	t.Fatalf("the server's uptime did not reach %ds", up)
-}
-
-func infoUptime(info string) int {
-	_, rest, _ := strings.Cut(info, "uptime_in_seconds:")
-	n, _ := strconv.Atoi(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]))
-	return n
 }
 
 // checkQuarantine: a Partitioned that first syncs with a server started at

@@ -58,7 +58,8 @@ const (
 // margin after it sent the request that took or renewed it, so no partition
 // is ever used by two processes at once. A partition given back carries its
 // bucket's state (the Redis time at which it is full again) to its next
-// holder; one whose holder vanished comes back empty. Partitions flow to
+// holder; one never leased is full, so a new limit serves its burst at once;
+// one whose holder vanished comes back empty. Partitions flow to
 // demand: a process refused for want of capacity asks for more, one that
 // does not use its partitions gives them back, and holders above a max-min
 // fair share give back the excess when another process that wants more is

@@ -113,3 +113,67 @@ func fallbackFor(p ErrorPolicy, l limiter.Limiter) limiter.Limiter {
 	}
 	return nil
 }
+
+// A brand-new limit serves its burst at once and its rate from the first
+// lease: partitions never leased are full (only a vanished holder's come
+// back empty). On a server up for longer than the quarantine.
+func TestPartitionedNewLimitServesBurst(t *testing.T) {
+	waitUptime(t, server, 4)
+	c := newClient(t)
+	// One process, burst 10 at 60/min: ten permits at once.
+	p, err := NewPartitioned(Options{Client: c, Key: uniqueKey(t)},
+		PartitionedOptions{Rate: limiter.Per(60, time.Minute), Burst: 10, Partitions: 2, LeaseTTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 600*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	for i := range 10 {
+		if _, err := p.Acquire(ctx, 1); err != nil {
+			t.Fatalf("permit %d of a new limit's burst of 10, after %v: %v", i, time.Since(start), err)
+		}
+	}
+	t.Logf("a new limit's burst of 10 in %v", time.Since(start).Round(time.Millisecond))
+
+	// Three holders in one process polling a new limit of 3,000/s (burst
+	// 300, 12 partitions, LeaseTTL 2s) for 2s: together they get the burst
+	// and the rate, from the first lease on.
+	po := PartitionedOptions{Rate: limiter.Per(3000, time.Second), Burst: 300, Partitions: 12, LeaseTTL: 2 * time.Second}
+	key := uniqueKey(t)
+	const run = 2 * time.Second
+	var firsts [3]time.Duration
+	var counts [3]int
+	var wg sync.WaitGroup
+	start = time.Now()
+	for i := range 3 {
+		h, err := NewPartitioned(Options{Client: c, Key: key}, po)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		wg.Go(func() {
+			for time.Since(start) < run {
+				if h.TryAcquire(1).Granted() {
+					if counts[i] == 0 {
+						firsts[i] = time.Since(start)
+					}
+					counts[i]++
+				} else {
+					time.Sleep(200 * time.Microsecond)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	total := counts[0] + counts[1] + counts[2]
+	capacity := 300 + 3000*run.Seconds()
+	t.Logf("first grants after %v; %v grants in %v: %.1f%% of burst + rate·t", firsts, counts, run, 100*float64(total)/capacity)
+	if first := min(firsts[0], firsts[1], firsts[2]); first > 200*time.Millisecond || first == 0 {
+		t.Errorf("the first grant of a new limit came after %v", first)
+	}
+	if float64(total) < 0.9*capacity {
+		t.Errorf("three holders of a new limit got %d grants in %v, %.1f%% of burst + rate·t", total, run, 100*float64(total)/capacity)
+	}
+}

@@ -21,7 +21,9 @@ package redislimit
 // the partitions given back.
 //
 // Reply: {now, quarantine end, excess, level*1000, free, #lost, lost...,
-// #acquired, (index, debt µs or -1 for an empty bucket)...}.
+// #acquired, (index, debt µs or -1 for an empty bucket)...}. A partition
+// never leased in the hash comes with debt 0 (a full bucket), one whose
+// lease lapsed with -1.
 const partitionSync = `
 local key = KEYS[1]
 local owner = ARGV[1]
@@ -93,20 +95,26 @@ elseif h['W' .. owner] then
 end
 
 -- Who holds what, who wants more, and which partitions are free.
+-- A free partition is stored (given back: its bucket state is kept),
+-- never leased in this hash (its bucket is full), or lost (its holder
+-- vanished, or it is ours from a call whose answer was lost: its bucket may
+-- have been used up, so it comes back empty).
 local held, wants = {}, {}
-local stored, fresh = {}, {}
+local stored, unused, lapsed = {}, {}, {}
 for p = 0, parts - 1 do
   local l = h['L' .. p]
   local o, e
   if l then o, e = holder(l) end
   if l and o == owner and not kept[tostring(p)] then
-    fresh[#fresh + 1] = p -- ours from a call whose answer was lost: taken anew
+    lapsed[#lapsed + 1] = p
   elseif l and e > now then
     held[o] = (held[o] or 0) + 1
   elseif not l and h['S' .. p] then
     stored[#stored + 1] = p
+  elseif l then
+    lapsed[#lapsed + 1] = p
   else
-    fresh[#fresh + 1] = p
+    unused[#unused + 1] = p
   end
 end
 for f, v in pairs(h) do
@@ -153,7 +161,8 @@ for o, _ in pairs(wants) do
     if (held[o] or 0) < math.floor(level) then behind = true end
   end
 end
-local n = math.min(want, #stored + #fresh)
+local nfree = #stored + #unused + #lapsed
+local n = math.min(want, nfree)
 if others then
   local cap = math.ceil(level)
   if behind then cap = math.floor(level) end
@@ -177,13 +186,18 @@ for _, p in ipairs(stored) do
   take(p, math.max(0, tonumber(h['S' .. p]) - now))
   n = n - 1
 end
-for _, p in ipairs(fresh) do
+for _, p in ipairs(unused) do
+  if n == 0 then break end
+  take(p, 0)
+  n = n - 1
+end
+for _, p in ipairs(lapsed) do
   if n == 0 then break end
   take(p, -1)
   n = n - 1
 end
 held[owner] = mine
-local free = #stored + #fresh - #got / 2
+local free = nfree - #got / 2
 
 -- Give back what is over the fair level when another owner that wants more
 -- is below it and nothing is free.
