@@ -238,3 +238,92 @@ func countAfter(g []event, at int64) int {
 	}
 	return n
 }
+
+// A Partitioned hash lost on a long-running server (FLUSHALL, or evicted:
+// it has a TTL, so volatile-* policies may evict it) is quarantined like
+// one lost in a restart: two saturating limiters keep the global bound
+// across a FLUSHALL and a DEL of the hash.
+func TestPartitionedHashLost(t *testing.T) {
+	if redistest.ServerPath() == "" {
+		t.Skip("needs redis-server (INFO in scripts)")
+	}
+	t.Parallel()
+	s := ownServer(t, true)
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer c.Close()
+	po := PartitionedOptions{Rate: limiter.Per(1000, time.Second), Burst: 100, Partitions: 4, LeaseTTL: 300 * time.Millisecond}
+	waitUptime(t, s, 2) // no quarantine for the server's start
+	key := uniqueKey(t)
+	var pgrants [2][]grant
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range pgrants {
+		p, err := NewPartitioned(Options{Client: c, Key: key}, po)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		wg.Go(func() { pgrants[i] = saturateLog(p, stop) })
+	}
+	time.Sleep(700 * time.Millisecond)
+	var lost [2]int64
+	for i, cmd := range [][]any{{"FLUSHALL"}, {"DEL", redisKey("pt", hashTag(key, "", false), "")}} {
+		lost[i] = time.Now().UnixNano()
+		if _, err := s.Do(cmd...); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+	}
+	close(stop)
+	wg.Wait()
+	all := append(pgrants[0], pgrants[1]...)
+	t.Logf("%d + %d grants in 2.7 s", len(pgrants[0]), len(pgrants[1]))
+	if msg, _ := boundViolation(all, int64(po.Burst), 1000, time.Second); msg != "" {
+		t.Errorf("across the loss of the hash: %s", msg)
+	}
+	// Each limiter finds the hash missing at its next sync: it stops using
+	// its leases then, and the partitions it takes join only after the
+	// quarantine, one LeaseTTL later. Saturating, it grants nothing between.
+	for i, gs := range pgrants {
+		for j, at := range lost {
+			gap := longestGap(gs, at, at+int64(time.Second))
+			t.Logf("limiter %d, loss %d: longest pause %v", i, j, gap)
+			if gap < po.LeaseTTL*9/10 {
+				t.Errorf("limiter %d paused at most %v after loss %d of the hash, under the quarantine of %v", i, gap, j, po.LeaseTTL)
+			}
+		}
+	}
+}
+
+// longestGap is the longest time between consecutive grants of gs in
+// [from, to] (ns of the wall clock).
+func longestGap(gs []grant, from, to int64) time.Duration {
+	var gap, last int64 = 0, from
+	for _, g := range gs {
+		if g.before < from || g.after > to {
+			continue
+		}
+		gap = max(gap, g.before-last)
+		last = g.after
+	}
+	return time.Duration(max(gap, to-last))
+}
+
+// saturateLog asks p for one permit at a time until stop, and returns the
+// grants with the wall clock around each call.
+func saturateLog(p *Partitioned, stop <-chan struct{}) []grant {
+	var gs []grant
+	for {
+		select {
+		case <-stop:
+			return gs
+		default:
+		}
+		before := time.Now().UnixNano()
+		if p.TryAcquire(1).Granted() {
+			gs = append(gs, grant{before, time.Now().UnixNano()})
+		} else {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+}

@@ -129,6 +129,7 @@ type Partitioned struct {
 	excess        int   // partitions Redis asked us to give back
 	leaseDeadline int64 // ns since origin: when the leases of the last sync must no longer be used
 	lastSync      int64 // ns since origin
+	seenUntil     int64 // Redis µs: the hash must exist until then, by our last sync (0: none)
 	lastPermits   int64
 }
 

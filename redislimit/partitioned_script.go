@@ -16,7 +16,10 @@ package redislimit
 //	W<owner>  a process that wants more partitions, until the given time
 //
 // KEYS[1] the hash. ARGV: owner, ttl (µs), partitions, want, hungry (0/1),
-// keep (ms the hash outlives its last use), then the count and the indices
+// keep (ms the hash outlives its last use), seen (the Redis time until
+// which the caller's last sync made the hash live: a hash missing before
+// then was lost, to FLUSHALL or eviction, while leases of it may be in
+// use; 0 when the caller has not synced), then the count and the indices
 // of the partitions to renew, then the count and (index, debt µs) pairs of
 // the partitions given back.
 //
@@ -42,11 +45,13 @@ local all = redis.call('HGETALL', key)
 for i = 1, #all, 2 do h[all[i]] = all[i + 1] end
 if h['E'] ~= runid then
   -- A new hash, or one that outlived its server (loaded from disk, or on a
-  -- promoted replica): no lease or state in it can be trusted, and leases
-  -- granted before may still be in use until one TTL after the server
-  -- started (a new hash) or after now (an inherited one).
+  -- promoted replica), or one lost on this server while the caller's last
+  -- sync should have kept it (FLUSHALL, eviction): no lease or state in it
+  -- can be trusted, and leases granted before may still be in use until
+  -- one TTL after the server started (a new hash) or after now (an
+  -- inherited or lost one).
   local q = now + ttl
-  if h['E'] == nil then q = started + ttl end
+  if h['E'] == nil and tonumber(ARGV[7]) <= now then q = started + ttl end
   redis.call('DEL', key)
   h = {E = runid, Q = fmt(q)}
   redis.call('HSET', key, 'E', runid, 'Q', h['Q'])
@@ -58,7 +63,7 @@ local function holder(l)
   return o, tonumber(e)
 end
 
-local a = 7
+local a = 8
 local keep = {}
 for j = 1, tonumber(ARGV[a]) do keep[j] = ARGV[a + j] end
 a = a + #keep + 1
