@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/rategate/rategate/limiter"
 )
 
@@ -21,7 +23,7 @@ import (
 type algorithm struct {
 	kind     string   // names the algorithm in its Redis keys: "tb", "fw", "sl", "cc"
 	suffixes []string // one per Redis key of a limit
-	script   *script
+	script   *redis.Script
 	args     []any // the script's arguments before the requests'
 	max      int64 // the most permits one request can be granted
 

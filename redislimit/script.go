@@ -2,8 +2,6 @@ package redislimit
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -88,28 +86,12 @@ local function save(n, us, ...)
 end
 `
 
-// script is a Lua script run by its SHA1 (EVALSHA), sent in full (EVAL)
-// only when Redis answers NOSCRIPT.
-type script struct {
-	src  string
-	hash string
-}
-
-func newScript(src string) *script {
-	src = luaPrelude + src
-	h := sha1.Sum([]byte(src))
-	return &script{src: src, hash: hex.EncodeToString(h[:])}
-}
-
-// run runs the script once. EVALSHA is followed by EVAL only after a
-// NOSCRIPT reply, which says the script did not run; after any other
-// failure the script may have run, so it is never sent again.
-func (s *script) run(ctx context.Context, c redis.Scripter, keys []string, args ...any) (any, error) {
-	v, err := c.EvalSha(ctx, s.hash, keys, args...).Result()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		v, err = c.Eval(ctx, s.src, keys, args...).Result()
-	}
-	return v, err
+// newScript returns the script of src after the prelude. It runs with
+// redis.Script.Run: by its SHA1 (EVALSHA), sent in full (EVAL) only when
+// Redis answers NOSCRIPT, which says the script did not run; after any
+// other failure the script may have run, so it is never sent again.
+func newScript(src string) *redis.Script {
+	return redis.NewScript(luaPrelude + src)
 }
 
 // errTimeout is the cause of an unavailability when Redis did not answer
@@ -178,10 +160,10 @@ func newCaller(c redis.UniversalClient, timeout time.Duration) caller {
 // arrives, so that what it decided can be undone; with an inline call that
 // failed, late is called too, as the call may have committed before it
 // failed.
-func (c *caller) run(parent context.Context, s *script, late func(any, error), keys []string, args ...any) (any, error) {
+func (c *caller) run(parent context.Context, s *redis.Script, late func(any, error), keys []string, args ...any) (any, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), c.timeout)
 	if c.inline {
-		v, err := s.run(ctx, c.c, keys, args...)
+		v, err := s.Run(ctx, c.c, keys, args...).Result()
 		cancel()
 		if err != nil {
 			if late != nil {
@@ -197,7 +179,7 @@ func (c *caller) run(parent context.Context, s *script, late func(any, error), k
 	}
 	ch := make(chan reply, 1)
 	go func() {
-		v, err := s.run(ctx, c.c, keys, args...)
+		v, err := s.Run(ctx, c.c, keys, args...).Result()
 		ch <- reply{v, err}
 		cancel()
 	}()

@@ -3,6 +3,8 @@ package redislimit
 import (
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/rategate/rategate/limiter"
 )
 
@@ -73,7 +75,7 @@ func validLimit(n int) error {
 // µs), the limit and the restart guard as their first arguments, and answer
 // a, the permits counted, and b, the µs until that count is back to zero; a
 // refusal's wait is in µs.
-func counting(kind string, s *script, suffixes []string, limit, period int64, guard bool) algorithm {
+func counting(kind string, s *redis.Script, suffixes []string, limit, period int64, guard bool) algorithm {
 	window := time.Duration(period) * time.Microsecond
 	return algorithm{
 		kind: kind, suffixes: suffixes, script: s, max: limit,
@@ -91,7 +93,7 @@ func counting(kind string, s *script, suffixes []string, limit, period int64, gu
 
 // windowAlg checks the options of a fixed window or a strict log (they are
 // the same) and returns its algorithm.
-func windowAlg(kind string, s *script, suffixes []string, limit int, window time.Duration, guard bool) (algorithm, error) {
+func windowAlg(kind string, s *redis.Script, suffixes []string, limit int, window time.Duration, guard bool) (algorithm, error) {
 	if err := validLimit(limit); err != nil {
 		return algorithm{}, err
 	}
