@@ -268,7 +268,7 @@ func NewConcurrency(o Options, opts limiter.ConcurrencyOptions) (*Concurrency, e
 
 func newCCEngine(o Options, opts limiter.ConcurrencyOptions) (*engine, error) {
 	ttl := o.leaseTTL()
-	e, err := newEngine(o, opts.Queue, func() (algorithm, error) {
+	e, err := newEngine(o, opts.Queue, true, func() (algorithm, error) {
 		if err := validLimit(opts.Limit); err != nil {
 			return algorithm{}, err
 		}

@@ -44,9 +44,13 @@
 // semaphore cannot know when another process will release: its waiters wake
 // at a release in their own process, or after a jittered backoff.) Waiters
 // are not served in arrival order across processes, so of the options'
-// QueueOptions only Limit is used: it caps the permits waiting in this
+// QueueOptions only Limit applies: it caps the permits waiting in this
 // process's Acquire calls (beyond it Acquire fails with
-// limiter.ErrQueueFull); Order and Spin are validated but not used.
+// limiter.ErrQueueFull); a NewestFirst Order or a Spin is refused with an
+// *limiter.OptionError. ([Partitioned] queues its waiters in the process and
+// takes all three.) Every other option a constructor is given takes effect,
+// or the constructor refuses it: Options.LeaseTTL is for the semaphores
+// only, Options.Fallback for OnError: UseFallback only.
 // Concurrent decisions for one key in one process are coalesced into one
 // script call.
 //

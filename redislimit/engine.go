@@ -89,6 +89,7 @@ type result struct {
 
 var requestPool = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
 
+// validQueue checks queue options as package limiter does.
 func validQueue(q limiter.QueueOptions) error {
 	if q.Limit < 0 {
 		return optErr("Queue.Limit", "must not be negative, got %d", q.Limit)
@@ -102,18 +103,36 @@ func validQueue(q limiter.QueueOptions) error {
 	return nil
 }
 
+// roundTripQueue checks the queue options of a limiter that decides in
+// Redis: Limit caps this process's waiting permits; the order of waiters
+// and a precise end of a local wait mean nothing for it (a waiter asks
+// Redis again after the wait Redis said, in a race with every process), so
+// NewestFirst and a Spin are refused.
+func roundTripQueue(q limiter.QueueOptions) error {
+	if err := validQueue(q); err != nil {
+		return err
+	}
+	if q.Order != limiter.OldestFirst {
+		return optErr("Queue.Order", "must be OldestFirst (the zero value): a limiter that decides in Redis does not order its waiters, which race with every process's (NewPartitioned queues its waiters locally and takes NewestFirst)")
+	}
+	if q.Spin != 0 {
+		return optErr("Queue.Spin", "must be zero: a limiter that decides in Redis waits for Redis's answer, not for a local instant (NewPartitioned takes a Spin), got %v", q.Spin)
+	}
+	return nil
+}
+
 // newEngine returns the engine of a limiter whose algorithm alg makes, or
 // an *limiter.OptionError naming the first invalid option: Options' first,
 // then the algorithm's, then the queue's.
-func newEngine(o Options, q limiter.QueueOptions, alg func() (algorithm, error)) (*engine, error) {
-	if err := o.validate(); err != nil {
+func newEngine(o Options, q limiter.QueueOptions, leases bool, alg func() (algorithm, error)) (*engine, error) {
+	if err := o.validate(leases); err != nil {
 		return nil, err
 	}
 	a, err := alg()
 	if err != nil {
 		return nil, err
 	}
-	if err := validQueue(q); err != nil {
+	if err := roundTripQueue(q); err != nil {
 		return nil, err
 	}
 	return &engine{

@@ -281,32 +281,36 @@ func TestPartitionedHashLost(t *testing.T) {
 	if msg, _ := boundViolation(all, int64(po.Burst), 1000, time.Second); msg != "" {
 		t.Errorf("across the loss of the hash: %s", msg)
 	}
-	// Each limiter finds the hash missing at its next sync: it stops using
-	// its leases then, and the partitions it takes join only after the
-	// quarantine, one LeaseTTL later. Saturating, it grants nothing between.
+	// Each limiter finds the hash missing at its next sync and stops using
+	// its leases then; the partitions it takes join only when the
+	// quarantine ends, one LeaseTTL after the first sync that found the hash
+	// missing, so after the loss. Saturating, it grants nothing between.
 	for i, gs := range pgrants {
 		for j, at := range lost {
-			gap := longestGap(gs, at, at+int64(time.Second))
-			t.Logf("limiter %d, loss %d: longest pause %v", i, j, gap)
-			if gap < po.LeaseTTL*9/10 {
-				t.Errorf("limiter %d paused at most %v after loss %d of the hash, under the quarantine of %v", i, gap, j, po.LeaseTTL)
+			gap, end := longestGap(gs, at, at+int64(time.Second))
+			t.Logf("limiter %d, loss %d: longest pause %v, to %v after the loss", i, j, gap, time.Duration(end-at))
+			if end < at+int64(po.LeaseTTL-2*time.Millisecond) {
+				t.Errorf("limiter %d granted again %v after loss %d of the hash, inside the quarantine of %v",
+					i, time.Duration(end-at), j, po.LeaseTTL)
 			}
 		}
 	}
 }
 
 // longestGap is the longest time between consecutive grants of gs in
-// [from, to] (ns of the wall clock).
-func longestGap(gs []grant, from, to int64) time.Duration {
-	var gap, last int64 = 0, from
+// [from, to] (ns of the wall clock), and when it ended.
+func longestGap(gs []grant, from, to int64) (time.Duration, int64) {
+	var gap, end, last int64 = 0, from, from
 	for _, g := range gs {
 		if g.before < from || g.after > to {
 			continue
 		}
-		gap = max(gap, g.before-last)
+		if g.before-last > gap {
+			gap, end = g.before-last, g.before
+		}
 		last = g.after
 	}
-	return time.Duration(max(gap, to-last))
+	return time.Duration(gap), end
 }
 
 // saturateLog asks p for one permit at a time until stop, and returns the

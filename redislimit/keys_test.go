@@ -76,7 +76,7 @@ func FuzzOptions(f *testing.F) {
 		if client {
 			o.Client = newClient(t)
 		}
-		err := o.validate()
+		err := o.validate(ttl%2 == 0)
 		if err == nil {
 			return
 		}

@@ -72,8 +72,8 @@ type Options struct {
 	// OnError is what happens when Redis cannot decide: FailClosed (the
 	// zero value), FailOpen or UseFallback.
 	OnError ErrorPolicy
-	// Fallback decides while Redis cannot, with UseFallback (it is not used
-	// otherwise). It is typically a local limiter sized for this process's
+	// Fallback decides while Redis cannot, with UseFallback (with another
+	// OnError, constructors refuse it). It is typically a local limiter sized for this process's
 	// share of the limit.
 	Fallback limiter.Limiter
 	// Timeout bounds every round trip to Redis, whatever the failure: a
@@ -88,7 +88,8 @@ type Options struct {
 	// and the caller stops waiting after Timeout, at the cost of a
 	// goroutine hand-off per call.
 	Timeout time.Duration
-	// LeaseTTL is, for NewConcurrency only, how long a holder's permits
+	// LeaseTTL is, for NewConcurrency and NewKeyedConcurrency only (other
+	// constructors refuse it), how long a holder's permits
 	// outlive its last renewal in Redis. Held leases are renewed every
 	// LeaseTTL/3 while held; a holder that crashes gives its permits back
 	// LeaseTTL after its last renewal. Zero means DefaultLeaseTTL.
@@ -109,8 +110,10 @@ func optErr(field, format string, args ...any) error {
 }
 
 // validate checks the options shared by every limiter of this package and
-// returns an *limiter.OptionError naming the first invalid field.
-func (o *Options) validate() error {
+// returns an *limiter.OptionError naming the first invalid field. leases
+// is true for the semaphores, the only limiters LeaseTTL is for; a field a
+// limiter would not use is refused when set.
+func (o *Options) validate(leases bool) error {
 	if o.Client == nil {
 		return optErr("Client", "a redis.UniversalClient is required")
 	}
@@ -119,6 +122,9 @@ func (o *Options) validate() error {
 	}
 	switch o.OnError {
 	case FailClosed, FailOpen:
+		if o.Fallback != nil {
+			return optErr("Fallback", "is used only with OnError: UseFallback, got OnError %v", o.OnError)
+		}
 	case UseFallback:
 		if o.Fallback == nil {
 			return optErr("Fallback", "is required with OnError: UseFallback")
@@ -128,6 +134,9 @@ func (o *Options) validate() error {
 	}
 	if o.Timeout < 0 {
 		return optErr("Timeout", "must not be negative, got %v", o.Timeout)
+	}
+	if o.LeaseTTL != 0 && !leases {
+		return optErr("LeaseTTL", "is for NewConcurrency and NewKeyedConcurrency (a Partitioned's is PartitionedOptions.LeaseTTL), got %v", o.LeaseTTL)
 	}
 	if o.LeaseTTL < 0 {
 		return optErr("LeaseTTL", "must not be negative, got %v", o.LeaseTTL)

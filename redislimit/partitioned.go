@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,8 +36,16 @@ type PartitionedOptions struct {
 	// holder renews every LeaseTTL/3 and stops using a partition
 	// LeaseTTL/64 + 2ms before its lease can have expired. Zero means
 	// DefaultPartitionLeaseTTL; it must be at least MinPartitionLeaseTTL.
-	// (Options.LeaseTTL, for NewConcurrency, is not used.)
+	// (Options.LeaseTTL is for NewConcurrency: set here, not there.)
 	LeaseTTL time.Duration
+	// Queue says how this process's Acquire calls wait for the permits of
+	// its partitions, as in package limiter: Limit caps the permits waiting
+	// (a zero-permit call counting one; beyond it, ErrQueueFull), Order
+	// serves them OldestFirst (the default) or NewestFirst (a full queue
+	// then fails its oldest waiters), and Spin sets how long before its
+	// instant the head waiter waits precisely. The queue is this process's:
+	// waiters in other processes wait in their own.
+	Queue limiter.QueueOptions
 }
 
 const (
@@ -116,8 +125,9 @@ type Partitioned struct {
 	mu      sync.Mutex
 	parts   []int // partitions in use, ascending
 	pending []pendingPart
-	queue   []*pwaiter
-	queued  int64
+	queue   []*pwaiter    // the head first
+	queued  int64         // permits waiting
+	qcost   int64         // permits waiting, a zero-permit waiter counting one (against Queue.Limit)
 	changed chan struct{} // closed and replaced when the held capacity changes
 	closed  bool
 	closeCh chan struct{}
@@ -158,13 +168,14 @@ type pendingPart struct {
 
 type pwaiter struct {
 	n    int
-	turn chan struct{} // closed when the waiter is at the head of the queue
+	poke chan struct{} // one slot: look again (the waiter became the head, or was pushed out)
+	out  bool          // pushed out of a full NewestFirst queue; under mu
 }
 
 // NewPartitioned returns a Partitioned limiter that holds no partition yet,
 // or an *limiter.OptionError naming the first invalid option.
 func NewPartitioned(o Options, opts PartitionedOptions) (*Partitioned, error) {
-	if err := o.validate(); err != nil {
+	if err := o.validate(false); err != nil {
 		return nil, err
 	}
 	if opts.Rate.Events() <= 0 {
@@ -178,6 +189,9 @@ func NewPartitioned(o Options, opts PartitionedOptions) (*Partitioned, error) {
 	}
 	if opts.Burst < opts.Partitions {
 		return nil, optErr("Burst", "must be at least Partitions (%d): every partition needs one permit of burst; got %d", opts.Partitions, opts.Burst)
+	}
+	if err := validQueue(opts.Queue); err != nil {
+		return nil, err
 	}
 	ttl := opts.LeaseTTL
 	if ttl == 0 {
@@ -462,7 +476,9 @@ func (p *Partitioned) Acquire(ctx context.Context, n int) (limiter.Lease, error)
 		p.rejected.Add(1)
 		return limiter.Denied(err, 0), err
 	}
-	if p.waiting.Load() == 0 {
+	// Served at once when nobody waits, or when it would head a NewestFirst
+	// queue.
+	if p.waiting.Load() == 0 || p.po.Queue.Order == limiter.NewestFirst {
 		if st, _ := p.take(p.now(), int64(n)); st == ptOK {
 			p.counted(n)
 			return limiter.NewLease(n, nil), nil
@@ -477,37 +493,103 @@ func (p *Partitioned) Acquire(ctx context.Context, n int) (limiter.Lease, error)
 
 // wait queues an Acquire and serves it when it reaches the head.
 func (p *Partitioned) wait(ctx context.Context, n int) (limiter.Lease, error) {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return limiter.Denied(ErrClosed, 0), ErrClosed
+	w, err := p.enqueue(n)
+	if err != nil {
+		return limiter.Denied(err, 0), err
 	}
-	w := &pwaiter{n: n, turn: make(chan struct{})}
-	p.queue = append(p.queue, w)
-	p.queued += int64(n)
-	p.waiting.Store(int32(len(p.queue)))
-	if len(p.queue) == 1 {
-		close(w.turn)
-	}
-	p.mu.Unlock()
-	select {
-	case <-w.turn:
-	case <-ctx.Done():
-		p.leave(w)
-		return limiter.Denied(ctx.Err(), 0), ctx.Err()
-	case <-p.closeCh:
-		p.leave(w)
-		return limiter.Denied(ErrClosed, 0), ErrClosed
-	}
-	h := headWait{p: p, n: n}
+	h := headWait{p: p, w: w, n: n, pt: precise.Timer{Spin: p.po.Queue.Spin}}
 	defer func() {
 		h.pt.Stop()
 		p.leave(w)
 	}()
 	for {
-		l, err, done := h.step(ctx)
-		if done {
-			return l, err
+		select {
+		case <-w.poke:
+		case <-ctx.Done():
+			return limiter.Denied(ctx.Err(), 0), ctx.Err()
+		case <-p.closeCh:
+			return limiter.Denied(ErrClosed, 0), ErrClosed
+		}
+		for {
+			l, err, done, head := h.step(ctx)
+			if done {
+				return l, err
+			}
+			if !head {
+				break // a newer waiter heads a NewestFirst queue: wait for the turn again
+			}
+		}
+	}
+}
+
+// enqueue queues a waiter of n permits in Queue.Order, making room under
+// Queue.Limit, or returns an error wrapping ErrQueueFull (or ErrClosed).
+func (p *Partitioned) enqueue(n int) (*pwaiter, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, ErrClosed
+	}
+	if err := p.makeRoom(n); err != nil {
+		return nil, err
+	}
+	w := &pwaiter{n: n, poke: make(chan struct{}, 1)}
+	if p.po.Queue.Order == limiter.NewestFirst && len(p.queue) > 0 {
+		p.queue = slices.Insert(p.queue, 0, w)
+		p.signal() // the former head, waiting on changed, steps back
+	} else {
+		p.queue = append(p.queue, w)
+	}
+	p.queued += int64(n)
+	p.qcost += int64(max(n, 1))
+	p.waiting.Store(int32(len(p.queue)))
+	if p.queue[0] == w {
+		w.poke <- struct{}{}
+	}
+	return w, nil
+}
+
+// makeRoom makes room under Queue.Limit for a waiter of n permits (a
+// zero-permit waiter counting one): OldestFirst refuses the newcomer,
+// NewestFirst pushes out the oldest waiters until it fits. The caller
+// holds mu.
+func (p *Partitioned) makeRoom(n int) error {
+	lim := int64(p.po.Queue.Limit)
+	if lim == 0 {
+		return nil
+	}
+	if int64(n) > lim {
+		return fmt.Errorf("%w: %d permits asked, queue holds at most %d", limiter.ErrQueueFull, n, lim)
+	}
+	cost := int64(max(n, 1))
+	for p.qcost+cost > lim {
+		if p.po.Queue.Order == limiter.OldestFirst {
+			return limiter.ErrQueueFull
+		}
+		old := p.queue[len(p.queue)-1]
+		old.out = true
+		p.remove(len(p.queue) - 1)
+		select {
+		case old.poke <- struct{}{}:
+		default:
+		}
+		p.signal() // in case it headed the queue
+	}
+	return nil
+}
+
+// remove removes the i-th waiter and pokes the new head if it was the
+// head. The caller holds mu.
+func (p *Partitioned) remove(i int) {
+	w := p.queue[i]
+	p.queue = slices.Delete(p.queue, i, i+1)
+	p.queued -= int64(w.n)
+	p.qcost -= int64(max(w.n, 1))
+	p.waiting.Store(int32(len(p.queue)))
+	if i == 0 && len(p.queue) > 0 {
+		select {
+		case p.queue[0].poke <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -515,21 +597,29 @@ func (p *Partitioned) wait(ctx context.Context, n int) (limiter.Lease, error) {
 // headWait is the waiter at the head of the queue.
 type headWait struct {
 	p  *Partitioned
+	w  *pwaiter
 	n  int
 	pt precise.Timer // waits end at the instant, as limiter's queues' do
 }
 
 // step tries once to take the permits and, if it cannot, waits for the
 // time they come, for a change of the held partitions, or for the end.
-func (h *headWait) step(ctx context.Context) (limiter.Lease, error, bool) {
+// head is false when the waiter no longer heads the queue (a newer one does,
+// in a NewestFirst queue); done when it has its answer.
+func (h *headWait) step(ctx context.Context) (l limiter.Lease, err error, done, head bool) {
 	p, n := h.p, h.n
 	p.mu.Lock()
 	changed := p.changed
+	out := h.w.out
+	head = len(p.queue) > 0 && p.queue[0] == h.w
 	p.mu.Unlock()
-	select {
-	case <-p.closeCh:
-		return limiter.Denied(ErrClosed, 0), ErrClosed, true
-	default:
+	switch {
+	case p.isClosed():
+		return limiter.Denied(ErrClosed, 0), ErrClosed, true, head
+	case out:
+		return limiter.Denied(limiter.ErrQueueFull, 0), limiter.ErrQueueFull, true, false
+	case !head:
+		return limiter.Lease{}, nil, false, false
 	}
 	now := p.now()
 	st, retry := p.take(now, int64(n))
@@ -537,27 +627,27 @@ func (h *headWait) step(ctx context.Context) (limiter.Lease, error, bool) {
 	switch st {
 	case ptOK:
 		p.counted(n)
-		return limiter.NewLease(n, nil), nil, true
+		return limiter.NewLease(n, nil), nil, true, true
 	case ptSlow:
-		return limiter.Lease{}, nil, false
+		return limiter.Lease{}, nil, false, true
 	case ptLimited:
 		if d, ok := ctx.Deadline(); ok && p.origin.Add(time.Duration(now+retry)).After(d) {
 			return limiter.Denied(context.DeadlineExceeded, time.Duration(retry)),
-				fmt.Errorf("redislimit: %d permits come after the deadline: %w", n, context.DeadlineExceeded), true
+				fmt.Errorf("redislimit: %d permits come after the deadline: %w", n, context.DeadlineExceeded), true, true
 		}
 		at = p.origin.Add(time.Duration(now + retry))
 	default:
 		p.hunger()
 		if st == ptNoLease {
 			if l, handled := p.onErrorWait(ctx, n); handled {
-				return l, l.Err(), true
+				return l, l.Err(), true, true
 			}
 		}
 	}
 	if h.pt.Until(ctx, changed, at, 0) == precise.Done {
-		return limiter.Denied(ctx.Err(), 0), ctx.Err(), true
+		return limiter.Denied(ctx.Err(), 0), ctx.Err(), true, true
 	}
-	return limiter.Lease{}, nil, false
+	return limiter.Lease{}, nil, false, true
 }
 
 // onErrorWait is onError for Acquire (which counts the refusals).
@@ -573,21 +663,13 @@ func (p *Partitioned) onErrorWait(ctx context.Context, n int) (limiter.Lease, bo
 	return l, true
 }
 
-// leave removes w from the queue and hands the head to the next waiter.
+// leave removes w from the queue, if it is still there, and hands the head
+// to the next waiter.
 func (p *Partitioned) leave(w *pwaiter) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for i, x := range p.queue {
-		if x != w {
-			continue
-		}
-		p.queue = append(p.queue[:i], p.queue[i+1:]...)
-		p.queued -= int64(w.n)
-		p.waiting.Store(int32(len(p.queue)))
-		if i == 0 && len(p.queue) > 0 {
-			close(p.queue[0].turn)
-		}
-		return
+	if i := slices.Index(p.queue, w); i >= 0 {
+		p.remove(i)
 	}
 }
 

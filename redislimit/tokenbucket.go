@@ -64,7 +64,7 @@ type tbAlg struct {
 
 // newTBEngine returns a token bucket's engine.
 func newTBEngine(o Options, opts limiter.TokenBucketOptions) (*engine, error) {
-	return newEngine(o, opts.Queue, func() (algorithm, error) { return tokenBucket(opts, o.GuardRestarts) })
+	return newEngine(o, opts.Queue, false, func() (algorithm, error) { return tokenBucket(opts, o.GuardRestarts) })
 }
 
 // tokenBucket reduces the rate to N/D permits per µs, checks that the

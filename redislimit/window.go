@@ -121,7 +121,7 @@ func NewFixedWindow(o Options, opts limiter.FixedWindowOptions) (*FixedWindow, e
 }
 
 func newFWEngine(o Options, opts limiter.FixedWindowOptions) (*engine, error) {
-	return newEngine(o, opts.Queue, func() (algorithm, error) {
+	return newEngine(o, opts.Queue, false, func() (algorithm, error) {
 		return windowAlg("fw", fwScript, []string{""}, opts.Limit, opts.Window, o.GuardRestarts)
 	})
 }
@@ -183,7 +183,7 @@ return out
 `)
 
 func newSLEngine(o Options, opts limiter.SlidingLogOptions) (*engine, error) {
-	return newEngine(o, opts.Queue, func() (algorithm, error) {
+	return newEngine(o, opts.Queue, false, func() (algorithm, error) {
 		return windowAlg("sl", slScript, []string{":log", ":st"}, opts.Limit, opts.Window, o.GuardRestarts)
 	})
 }
