@@ -203,7 +203,7 @@ func (c *ccState) renew(e *engine) {
 		}
 		byTag := make(map[string][]*ccLease)
 		for _, l := range c.held {
-			byTag[l.h.tag] = append(byTag[l.h.tag], l)
+			byTag[l.h.keys[0]] = append(byTag[l.h.keys[0]], l)
 		}
 		c.mu.Unlock()
 		for _, ls := range byTag {
@@ -273,7 +273,7 @@ func newCCEngine(o Options, opts limiter.ConcurrencyOptions) (*engine, error) {
 			return algorithm{}, err
 		}
 		limit := int64(opts.Limit)
-		a := counting("cc", ccScript, []string{":hold", ":st"}, limit, int64(ttl/time.Microsecond), o.GuardRestarts)
+		a := counting("cc", ccScript, ":hold", limit, int64(ttl/time.Microsecond), o.GuardRestarts)
 		// A lease's TTL is no window: the semaphore's Quota has neither a
 		// Window nor a Reset. (Its script refuses with -1 only: no known wait.)
 		a.quota = func(used, _ int64) limiter.Quota { return limiter.Quota{Limit: limit, Remaining: limit - used} }

@@ -90,10 +90,16 @@
 //
 // Options.Key and the keys given to For may come from clients (an IP
 // address, an API key, a tenant name). They are encoded so that no input
-// can reach another limit's Redis key or choose its own cluster slot, and
-// long inputs are hashed, so a key's length is bounded. Every Redis key of
-// one limit carries the same hash tag, so each script touches one slot and
-// works unchanged on Redis Cluster.
+// can reach another limit's Redis key or end or open a hash tag, and long
+// inputs are hashed, so a key's length is bounded. Every Redis key of one
+// limit carries one hash tag, so each script touches one slot and works
+// unchanged on Redis Cluster. The tag follows Redis Cluster's own rule: it
+// is Options.Key (for a keyed limiter, the key given to For), or, when
+// that contains a non-empty "{…}", the part between the first '{' and the
+// next '}'. Limits whose keys name one tag share a slot: the For results of
+// two keyed limiters for one key, plain limiters keyed "{acme}day" and
+// "{acme}second", a tenant's For("acme") and its user's For("{acme}alice").
+// [Chain] needs that on Cluster.
 //
 // # Deciding locally: Partitioned
 //

@@ -21,8 +21,9 @@ import (
 // i's outcome: 0 granted, > 0 refused with a wait the algorithm converts, -1
 // refused with no known wait.
 type algorithm struct {
-	kind     string   // names the algorithm in its Redis keys: "tb", "fw", "sl", "cc"
-	suffixes []string // one per Redis key of a limit
+	kind   string // names the algorithm in its Redis keys: "tb", "fw", "sl", "cc"
+	suffix string // the suffix of a limit's first Redis key
+	two    bool   // a limit has two Redis keys: the first without its suffix is the second
 	script   *redis.Script
 	args     []any // the script's arguments before the requests'
 	max      int64 // the most permits one request can be granted
@@ -141,26 +142,32 @@ func newEngine(o Options, q limiter.QueueOptions, leases bool, alg func() (algor
 	}, nil
 }
 
-// handle is one limit of an engine: its hash tag, its Redis keys, and the
-// quota its last decision reported.
+// handle is one limit of an engine: its Redis keys, and the quota its last
+// decision reported. keys[0] names the limit.
 type handle struct {
 	e    *engine
-	tag  string
 	keys []string
+	karr [2]string
 
 	qmu  sync.Mutex
 	q    limiter.Quota
 	qnow int64     // Redis time of q
 	qat  time.Time // local time q arrived
+
+	buf [keyBuf]byte // the bytes of keys, when they fit
 }
 
+// handle returns a new handle of the limit named Options.Key and, for a
+// keyed limiter, sub.
 func (e *engine) handle(sub string, keyed bool) *handle {
-	tag := hashTag(e.o.Key, sub, keyed)
-	keys := make([]string, len(e.alg.suffixes))
-	for i, s := range e.alg.suffixes {
-		keys[i] = redisKey(e.alg.kind, tag, s)
-	}
-	return &handle{e: e, tag: tag, keys: keys}
+	h := &handle{}
+	e.initHandle(h, sub, keyed)
+	return h
+}
+
+func (e *engine) initHandle(h *handle, sub string, keyed bool) {
+	h.e = e
+	h.setKeys(e.alg.kind, e.o.Key, sub, keyed, e.alg.suffix, e.alg.two)
 }
 
 // decide gets one request decided, coalesced with the concurrent requests
@@ -171,7 +178,7 @@ func (e *engine) decide(ctx context.Context, h *handle, arg string) result {
 	r := requestPool.Get().(*request)
 	r.arg = arg
 	e.mu.Lock()
-	if f, busy := e.flights[h.tag]; busy {
+	if f, busy := e.flights[h.keys[0]]; busy {
 		f.pending = append(f.pending, r)
 		e.mu.Unlock()
 		<-r.done
@@ -180,7 +187,7 @@ func (e *engine) decide(ctx context.Context, h *handle, arg string) result {
 			e.fly(ctx, h, batch)
 		}
 	} else {
-		e.flights[h.tag] = &flight{}
+		e.flights[h.keys[0]] = &flight{}
 		e.mu.Unlock()
 		e.fly(ctx, h, []*request{r})
 	}
@@ -195,7 +202,7 @@ func (e *engine) decide(ctx context.Context, h *handle, arg string) result {
 func (e *engine) fly(ctx context.Context, h *handle, batch []*request) {
 	e.call(ctx, h, batch)
 	e.mu.Lock()
-	f := e.flights[h.tag]
+	f := e.flights[h.keys[0]]
 	next := f.pending
 	if len(next) > maxBatch {
 		f.pending = append([]*request(nil), next[maxBatch:]...)
@@ -204,7 +211,7 @@ func (e *engine) fly(ctx context.Context, h *handle, batch []*request) {
 		f.pending = nil
 	}
 	if len(next) == 0 {
-		delete(e.flights, h.tag)
+		delete(e.flights, h.keys[0])
 	}
 	e.mu.Unlock()
 	if len(next) > 0 {

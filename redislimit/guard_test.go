@@ -267,7 +267,7 @@ func TestPartitionedHashLost(t *testing.T) {
 	}
 	time.Sleep(700 * time.Millisecond)
 	var lost [2]int64
-	for i, cmd := range [][]any{{"FLUSHALL"}, {"DEL", redisKey("pt", hashTag(key, "", false), "")}} {
+	for i, cmd := range [][]any{{"FLUSHALL"}, {"DEL", redisKey("pt", key, "", false, "")}} {
 		lost[i] = time.Now().UnixNano()
 		if _, err := s.Do(cmd...); err != nil {
 			t.Fatal(err)

@@ -248,7 +248,7 @@ func TestKeyedLimitsAreSeparateAndExpire(t *testing.T) {
 			t.Fatalf("%q: a third grant", key)
 		}
 	}
-	h := k.For(evil).(*keyLimiter).h
+	h := &k.For(evil).(*keyLimiter).h
 	if strings.Count(h.keys[0], "{") != 1 || strings.Count(h.keys[0], "}") != 1 {
 		t.Fatalf("Redis key %q has more than one hash tag", h.keys[0])
 	}

@@ -67,7 +67,10 @@ type Options struct {
 	Client redis.UniversalClient
 	// Key names the limit. Every process that uses the same Key (and the
 	// same algorithm) shares one limit. Required; any string: it is encoded
-	// into a Redis key of bounded length with its own hash tag.
+	// into a Redis key of bounded length. Its hash tag (its cluster slot) is
+	// the Key, or the part between its first '{' and the next '}' when not
+	// empty, as in Redis Cluster; see the package doc, Keys and Redis
+	// Cluster.
 	Key string
 	// OnError is what happens when Redis cannot decide: FailClosed (the
 	// zero value), FailOpen or UseFallback.

@@ -221,7 +221,7 @@ func NewPartitioned(o Options, opts PartitionedOptions) (*Partitioned, error) {
 		origin:  time.Now(),
 		o:       o,
 		po:      opts,
-		key:     redisKey("pt", hashTag(o.Key, "", false), ""),
+		key:     redisKey("pt", o.Key, "", false, ""),
 		rc:      newCaller(o.Client, min(o.timeout(), ttl/3)),
 		owner:   hex.EncodeToString(id[:]),
 		unit:    unit,

@@ -92,7 +92,7 @@ func tokenBucket(opts limiter.TokenBucketOptions, guard bool) (algorithm, error)
 	a := &tbAlg{n: num.Int64(), d: den.Int64(), tol: tol.Int64(), burst: int64(opts.Burst)}
 	a.maxel = (a.tol + a.n - 1) / a.n
 	return algorithm{
-		kind: "tb", suffixes: []string{""}, script: tbScript,
+		kind: "tb", script: tbScript,
 		args: []any{a.d, a.n, a.tol, a.maxel, boolArg(guard)}, max: a.burst,
 		quota: a.quota, retry: a.retry,
 	}, nil

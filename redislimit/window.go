@@ -75,10 +75,10 @@ func validLimit(n int) error {
 // µs), the limit and the restart guard as their first arguments, and answer
 // a, the permits counted, and b, the µs until that count is back to zero; a
 // refusal's wait is in µs.
-func counting(kind string, s *redis.Script, suffixes []string, limit, period int64, guard bool) algorithm {
+func counting(kind string, s *redis.Script, suffix string, limit, period int64, guard bool) algorithm {
 	window := time.Duration(period) * time.Microsecond
 	return algorithm{
-		kind: kind, suffixes: suffixes, script: s, max: limit,
+		kind: kind, suffix: suffix, two: suffix != "", script: s, max: limit,
 		args: []any{period, limit, boolArg(guard)},
 		quota: func(used, left int64) limiter.Quota {
 			q := limiter.Quota{Limit: limit, Window: window, Remaining: limit - used}
@@ -93,7 +93,7 @@ func counting(kind string, s *redis.Script, suffixes []string, limit, period int
 
 // windowAlg checks the options of a fixed window or a strict log (they are
 // the same) and returns its algorithm.
-func windowAlg(kind string, s *redis.Script, suffixes []string, limit int, window time.Duration, guard bool) (algorithm, error) {
+func windowAlg(kind string, s *redis.Script, suffix string, limit int, window time.Duration, guard bool) (algorithm, error) {
 	if err := validLimit(limit); err != nil {
 		return algorithm{}, err
 	}
@@ -101,7 +101,7 @@ func windowAlg(kind string, s *redis.Script, suffixes []string, limit int, windo
 	if err != nil {
 		return algorithm{}, err
 	}
-	return counting(kind, s, suffixes, int64(limit), w, guard), nil
+	return counting(kind, s, suffix, int64(limit), w, guard), nil
 }
 
 // FixedWindow counts permits in consecutive windows aligned to Redis's
@@ -122,7 +122,7 @@ func NewFixedWindow(o Options, opts limiter.FixedWindowOptions) (*FixedWindow, e
 
 func newFWEngine(o Options, opts limiter.FixedWindowOptions) (*engine, error) {
 	return newEngine(o, opts.Queue, false, func() (algorithm, error) {
-		return windowAlg("fw", fwScript, []string{""}, opts.Limit, opts.Window, o.GuardRestarts)
+		return windowAlg("fw", fwScript, "", opts.Limit, opts.Window, o.GuardRestarts)
 	})
 }
 
@@ -184,7 +184,7 @@ return out
 
 func newSLEngine(o Options, opts limiter.SlidingLogOptions) (*engine, error) {
 	return newEngine(o, opts.Queue, false, func() (algorithm, error) {
-		return windowAlg("sl", slScript, []string{":log", ":st"}, opts.Limit, opts.Window, o.GuardRestarts)
+		return windowAlg("sl", slScript, ":log", opts.Limit, opts.Window, o.GuardRestarts)
 	})
 }
 
