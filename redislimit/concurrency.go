@@ -36,7 +36,7 @@ if last == nil then
   end
 else
   if now < last then now = last end
-  used = used - reclaim(now)
+  used = used - reclaim(HOLD, now)
 end
 local out = reply(4, function(m)
   local p = permits(m)
@@ -48,7 +48,7 @@ local out = reply(4, function(m)
   return 0
 end)
 out[2] = used
-save(used, TTL, 'u', used, 't', now)
+save(HOLD, ST, used, TTL, 'u', used, 't', now)
 return out
 `)
 
@@ -88,7 +88,7 @@ local out = reply(2, function(m)
   return 1
 end)
 if any then
-  expire(TTL)
+  expire(HOLD, ST, TTL)
 end
 return out
 `)

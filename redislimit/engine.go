@@ -18,18 +18,18 @@ import (
 // the Redis keys of one limit, and how the script's reply reads. Every
 // script answers {now, a, b, r1, …, rk}: now is Redis's clock (µs) at the
 // decision, a and b describe the limit's state for Quota, and ri is request
-// i's outcome: 0 granted, > 0 refused with a wait the algorithm converts, -1
-// refused with no known wait.
+// i's outcome: 0 granted, > 0 refused with a wait in µs, -1 refused with no
+// known wait.
 type algorithm struct {
 	kind   string // names the algorithm in its Redis keys: "tb", "fw", "sl", "cc"
 	suffix string // the suffix of a limit's first Redis key
 	two    bool   // a limit has two Redis keys: the first without its suffix is the second
-	script   *redis.Script
-	args     []any // the script's arguments before the requests'
-	max      int64 // the most permits one request can be granted
+	script *redis.Script
+	args   []any // the script's arguments before the requests'
+	max    int64 // the most permits one request can be granted
 
+	mod   string                         // the Lua module of a rate algorithm (lua.go), for Chain; "" for the semaphore
 	quota func(a, b int64) limiter.Quota // reads a reply's a and b
-	retry func(x int64) time.Duration    // converts a refusal's x > 0 into its wait
 }
 
 // maxBatch caps the requests coalesced into one script call.
@@ -250,7 +250,7 @@ func (e *engine) call(ctx context.Context, h *handle, batch []*request) {
 		case x < 0:
 			res.wait = -1
 		default:
-			res.wait = e.alg.retry(x)
+			res.wait = time.Duration(x) * time.Microsecond
 		}
 		r.res = res
 	}

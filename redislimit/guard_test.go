@@ -26,6 +26,7 @@ func TestGuardRestartOffsets(t *testing.T) {
 	if redistest.ServerPath() == "" {
 		t.Skip("needs redis-server (INFO in scripts, restarts)")
 	}
+	t.Parallel()
 	for _, off := range []time.Duration{150 * time.Millisecond, 500 * time.Millisecond, 900 * time.Millisecond} {
 		t.Run(off.String(), func(t *testing.T) {
 			t.Parallel()

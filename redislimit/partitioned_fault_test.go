@@ -29,7 +29,7 @@ func TestPartitionedUnavailableFromStart(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := redis.NewClient(&redis.Options{Addr: addr})
+			c := redis.NewClient(&redis.Options{Addr: addr, DialerRetries: 1})
 			defer waitDialsEnd(t)
 			defer c.Close()
 			fallback, _ := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(1, time.Hour), Burst: 3})
@@ -78,7 +78,7 @@ func TestPartitionedTryUnavailableFromStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := redis.NewClient(&redis.Options{Addr: addr})
+	c := redis.NewClient(&redis.Options{Addr: addr, DialerRetries: 1})
 	defer waitDialsEnd(t)
 	defer c.Close()
 	p, err := NewPartitioned(Options{Client: c, Key: uniqueKey(t), Timeout: timeout},

@@ -51,38 +51,38 @@ local function reply(first, decide)
 end
 `
 
-// permitSet starts the scripts of the strict log and the semaphore, which
-// keep grants as the members of a sorted set (KEYS[1]) named
-// "<id>:<permits>", beside a hash of the limit's state (KEYS[2]).
-// permits(m) is the permits member m holds; reclaim(t) removes the members
-// scored at or before t and returns the permits they held; expire(us) makes
-// both keys expire when their state no longer matters, us microseconds from
-// now; save(n, us, field, value, …) keeps a limit that counts n permits: it
-// sets the hash's fields and expire(us), or, when n is 0, deletes both keys
-// (an empty limit leaves nothing in Redis).
+// permitSet defines the helpers of the strict log and the semaphore, which
+// keep grants as the members of a sorted set named "<id>:<permits>" beside
+// a hash of the limit's state. permits(m) is the permits member m holds;
+// reclaim(set, t) removes the members scored at or before t and returns the
+// permits they held; expire(set, hash, us) makes both keys expire when
+// their state no longer matters, us microseconds from now; save(set, hash,
+// n, us, field, value, …) keeps a limit that counts n permits: it sets the
+// hash's fields and expire(us), or, when n is 0, deletes both keys (an
+// empty limit leaves nothing in Redis).
 const permitSet = `
 local function permits(m) return tonumber(string.match(m, ':(%d+)$')) end
-local function reclaim(t)
-  local old = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', t)
+local function reclaim(set, t)
+  local old = redis.call('ZRANGEBYSCORE', set, '-inf', t)
   local n = 0
   if #old > 0 then
     for _, m in ipairs(old) do n = n + permits(m) end
-    redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', t)
+    redis.call('ZREMRANGEBYSCORE', set, '-inf', t)
   end
   return n
 end
-local function expire(us)
+local function expire(set, hash, us)
   local ms = keepms(us)
-  redis.call('PEXPIRE', KEYS[1], ms)
-  redis.call('PEXPIRE', KEYS[2], ms)
+  redis.call('PEXPIRE', set, ms)
+  redis.call('PEXPIRE', hash, ms)
 end
-local function save(n, us, ...)
+local function save(set, hash, n, us, ...)
   if n == 0 then
-    redis.call('DEL', KEYS[1], KEYS[2])
+    redis.call('DEL', set, hash)
     return
   end
-  redis.call('HSET', KEYS[2], ...)
-  expire(us)
+  redis.call('HSET', hash, ...)
+  expire(set, hash, us)
 end
 `
 

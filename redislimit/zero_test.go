@@ -92,7 +92,7 @@ func TestZeroPermits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	dead := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1})
 	defer waitDialsEnd(t)
 	defer dead.Close()
 	for name, l := range zeroLimiters(t, dead) {
