@@ -33,6 +33,16 @@
 // whose For(key) returns a limiter.Limiter; a key's state expires in Redis
 // once it no longer affects a decision, so idle keys cost nothing.
 //
+// # Several policies at once: Chain
+//
+// [Chain] decides for several limits of this package at once ("10 a second
+// and 10,000 a day"; a user's limit inside its tenant's): one script call
+// checks every member at one instant of Redis's clock and takes the permits
+// from all of them, or from none. A refusal says which member refused
+// ([ChainRefusal]) and when every member could grant. (limiter.Chain of
+// Redis limiters decides member after member, and a refused chain has
+// spent the permits of the members before the one that refused.)
+//
 // # Waiting
 //
 // TryAcquire is one round trip. Acquire waits the time the script says the

@@ -50,8 +50,7 @@ type engine struct {
 
 	granted, rejected, queued, waiters atomic.Int64
 
-	mu      sync.Mutex
-	flights map[string]*flight // by hash tag: a decision is on its way
+	fl flights // by a limit's first Redis key
 
 	cc *ccState // NewConcurrency only
 
@@ -66,9 +65,23 @@ type engine struct {
 	onRelease, onRenew func(now int64)
 }
 
+// flights coalesces decisions: while a script call for one limit (or one
+// chain) is on its way, the requests that come for it wait and go together
+// in the next call, run by the first of them. The zero value is ready.
+type flights struct {
+	mu sync.Mutex
+	m  map[string]*flight // by the limit's name: a decision is on its way
+}
+
 // flight is a script call on its way for one limit and the requests that
 // will go in the next one.
 type flight struct{ pending []*request }
+
+// batcher runs one script call for a batch of requests of one limit and
+// stores every request's result.
+type batcher interface {
+	call(ctx context.Context, batch []*request)
+}
 
 // request is one caller's decision: its script argument and, once the
 // flight is back, its result. A caller handed lead runs the next flight.
@@ -84,6 +97,7 @@ type result struct {
 	granted bool
 	wait    time.Duration // refused: when to retry; < 0 unknown
 	now     int64         // Redis time of the decision, µs
+	who     int           // a refused chain decision: the member whose wait is wait
 	quota   limiter.Quota
 	err     error
 }
@@ -138,7 +152,7 @@ func newEngine(o Options, q limiter.QueueOptions, leases bool, alg func() (algor
 	}
 	return &engine{
 		o: o, rc: newCaller(o.Client, o.timeout()),
-		alg: a, queue: q, done: make(chan struct{}), flights: make(map[string]*flight),
+		alg: a, queue: q, done: make(chan struct{}),
 	}, nil
 }
 
@@ -170,26 +184,29 @@ func (e *engine) initHandle(h *handle, sub string, keyed bool) {
 	h.setKeys(e.alg.kind, e.o.Key, sub, keyed, e.alg.suffix, e.alg.two)
 }
 
-// decide gets one request decided, coalesced with the concurrent requests
-// for the same limit: the first caller runs the script call; those who come
-// while it is on its way wait and go together in the next call, run by the
-// first of them.
-func (e *engine) decide(ctx context.Context, h *handle, arg string) result {
+// decide gets one request decided by b, coalesced with the concurrent
+// requests for the same limit (id): the first caller runs the script call;
+// those who come while it is on its way wait and go together in the next
+// call, run by the first of them.
+func (fs *flights) decide(ctx context.Context, id string, b batcher, arg string) result {
 	r := requestPool.Get().(*request)
 	r.arg = arg
-	e.mu.Lock()
-	if f, busy := e.flights[h.keys[0]]; busy {
+	fs.mu.Lock()
+	if f, busy := fs.m[id]; busy {
 		f.pending = append(f.pending, r)
-		e.mu.Unlock()
+		fs.mu.Unlock()
 		<-r.done
 		if batch := r.lead; batch != nil {
 			r.lead = nil
-			e.fly(ctx, h, batch)
+			fs.fly(ctx, id, b, batch)
 		}
 	} else {
-		e.flights[h.keys[0]] = &flight{}
-		e.mu.Unlock()
-		e.fly(ctx, h, []*request{r})
+		if fs.m == nil {
+			fs.m = make(map[string]*flight)
+		}
+		fs.m[id] = &flight{}
+		fs.mu.Unlock()
+		fs.fly(ctx, id, b, []*request{r})
 	}
 	res := r.res
 	r.res = result{}
@@ -199,10 +216,10 @@ func (e *engine) decide(ctx context.Context, h *handle, arg string) result {
 
 // fly runs batch (led by batch[0], the caller) as one script call, hands
 // the next batch to its first member, and wakes the others of batch.
-func (e *engine) fly(ctx context.Context, h *handle, batch []*request) {
-	e.call(ctx, h, batch)
-	e.mu.Lock()
-	f := e.flights[h.keys[0]]
+func (fs *flights) fly(ctx context.Context, id string, b batcher, batch []*request) {
+	b.call(ctx, batch)
+	fs.mu.Lock()
+	f := fs.m[id]
 	next := f.pending
 	if len(next) > maxBatch {
 		f.pending = append([]*request(nil), next[maxBatch:]...)
@@ -211,9 +228,9 @@ func (e *engine) fly(ctx context.Context, h *handle, batch []*request) {
 		f.pending = nil
 	}
 	if len(next) == 0 {
-		delete(e.flights, h.keys[0])
+		delete(fs.m, id)
 	}
-	e.mu.Unlock()
+	fs.mu.Unlock()
 	if len(next) > 0 {
 		next[0].lead = next
 		next[0].done <- struct{}{}
@@ -222,6 +239,14 @@ func (e *engine) fly(ctx context.Context, h *handle, batch []*request) {
 		r.done <- struct{}{}
 	}
 }
+
+// decide gets one request of h's limit decided.
+func (h *handle) decide(ctx context.Context, arg string) result {
+	return h.e.fl.decide(ctx, h.keys[0], h, arg)
+}
+
+// call runs one script call for batch of h's limit.
+func (h *handle) call(ctx context.Context, batch []*request) { h.e.call(ctx, h, batch) }
 
 // call runs one script call for batch and stores every request's result.
 func (e *engine) call(ctx context.Context, h *handle, batch []*request) {
@@ -334,7 +359,7 @@ func (h *handle) tryAcquire(n int) limiter.Lease {
 		return limiter.Denied(err, 0)
 	}
 	arg := e.requestArg(n)
-	res := e.decide(context.Background(), h, arg)
+	res := h.decide(context.Background(), arg)
 	if res.err != nil {
 		l := e.o.policyTry(n, res.err)
 		e.count(l.Granted())
@@ -418,7 +443,7 @@ func (h *handle) wait(ctx context.Context, n int) (limiter.Lease, error) {
 	e := h.e
 	arg := e.requestArg(n)
 	for attempt := 0; ; attempt++ {
-		res := e.decide(ctx, h, arg)
+		res := h.decide(ctx, arg)
 		if res.err != nil {
 			return e.o.policyAcquire(ctx, n, res.err)
 		}
@@ -429,16 +454,22 @@ func (h *handle) wait(ctx context.Context, n int) (limiter.Lease, error) {
 			}
 			return e.grant(h, n, arg), nil
 		}
-		d := jitter(res.wait, attempt)
-		if dl, ok := ctx.Deadline(); ok && res.wait >= 0 && time.Until(dl) < res.wait {
-			err := fmt.Errorf("redislimit: the wait of %v for %d permits would outlast the context's deadline: %w",
-				res.wait, n, context.DeadlineExceeded)
-			return limiter.Denied(err, res.wait), err
-		}
-		if err := e.sleep(ctx, d); err != nil {
-			return limiter.Denied(err, 0), err
+		if err := pause(ctx, n, res.wait, attempt, e.sleep); err != nil {
+			return limiter.Denied(err, max(res.wait, 0)), err
 		}
 	}
+}
+
+// pause waits after a refusal while Acquire waits: the wait Redis said,
+// jittered (see jitter), with sleep; it fails at once with an error
+// wrapping context.DeadlineExceeded when that wait is past ctx's deadline,
+// and with sleep's error when ctx ends or the limiter closes first.
+func pause(ctx context.Context, n int, wait time.Duration, attempt int, sleep func(context.Context, time.Duration) error) error {
+	if dl, ok := ctx.Deadline(); ok && wait >= 0 && time.Until(dl) < wait {
+		return fmt.Errorf("redislimit: the wait of %v for %d permits would outlast the context's deadline: %w",
+			wait, n, context.DeadlineExceeded)
+	}
+	return sleep(ctx, jitter(wait, attempt))
 }
 
 // jitter returns the wait before asking again. The first wait is the
