@@ -150,7 +150,7 @@ func sleepToOffset(off time.Duration) {
 // returns (it renews the lease until the kill).
 func (g *guardLimits) useUp(t *testing.T, c redis.UniversalClient, off time.Duration) *Concurrency {
 	sleepToOffset(off - 150*time.Millisecond)
-	o := func(i int) Options { return Options{Client: c, Key: g.keys[i], Timeout: 50 * time.Millisecond} }
+	o := func(i int) Options { return Options{Client: c, Key: g.keys[i]} }
 	tb, _ := NewTokenBucket(o(0), g.tbOpts)
 	fw, _ := NewFixedWindow(o(1), g.fwOpts)
 	sl, _ := NewSlidingLog(o(2), g.slOpts)
@@ -181,7 +181,7 @@ func (g *guardLimits) useUp(t *testing.T, c redis.UniversalClient, off time.Dura
 // after the restart.
 func (g *guardLimits) askGuarded(t *testing.T, c redis.UniversalClient, d time.Duration) {
 	o := func(i int) Options {
-		return Options{Client: c, Key: g.keys[i], Timeout: 50 * time.Millisecond, GuardRestarts: true}
+		return Options{Client: c, Key: g.keys[i], GuardRestarts: true}
 	}
 	tb, _ := NewTokenBucket(o(0), g.tbOpts)
 	fw, _ := NewFixedWindow(o(1), g.fwOpts)
