@@ -44,6 +44,7 @@ type chainLimiter struct {
 	max     int64    // the most permits every member can grant
 	refused []error  // per member, its ChainRefusal
 	policy  ErrorPolicy
+	hooked  bool // a member has an OnDecision
 	fl      flights
 }
 
@@ -180,6 +181,7 @@ func (c *chainLimiter) build() {
 		c.max = min(c.max, a.max)
 		c.rc.timeout = min(c.rc.timeout, h.e.rc.timeout)
 		c.refused = append(c.refused, &ChainRefusal{Index: i, Member: c.ms[i]})
+		c.hooked = c.hooked || h.e.o.OnDecision != nil
 		switch h.e.o.OnError {
 		case FailClosed:
 			c.policy = FailClosed
@@ -224,6 +226,23 @@ func (c *chainLimiter) call(ctx context.Context, batch []*request) {
 	}
 }
 
+// ask gets one chain decision, and reports it to each member's
+// Options.OnDecision.
+func (c *chainLimiter) ask(ctx context.Context, arg string) result {
+	if !c.hooked {
+		return c.fl.decide(ctx, c.id, c, arg)
+	}
+	start := time.Now()
+	res := c.fl.decide(ctx, c.id, c, arg)
+	info := DecisionInfo{Duration: time.Since(start), Err: res.err, Answer: c.policy.answer(res.err)}
+	for _, h := range c.hs {
+		if hook := h.e.o.OnDecision; hook != nil {
+			hook(info)
+		}
+	}
+	return res
+}
+
 // closed returns ErrClosed when a member is closed.
 func (c *chainLimiter) closed() error {
 	for _, h := range c.hs {
@@ -252,7 +271,7 @@ func (c *chainLimiter) TryAcquire(n int) limiter.Lease {
 		c.count(false, -1)
 		return limiter.Denied(err, 0)
 	}
-	res := c.fl.decide(context.Background(), c.id, c, strconv.Itoa(n))
+	res := c.ask(context.Background(), strconv.Itoa(n))
 	if res.err != nil {
 		l := c.onError(n, res.err)
 		c.count(l.Granted(), -1)
@@ -281,7 +300,7 @@ func (c *chainLimiter) Acquire(ctx context.Context, n int) (limiter.Lease, error
 	}
 	arg := strconv.Itoa(n)
 	for attempt := 0; ; attempt++ {
-		res := c.fl.decide(ctx, c.id, c, arg)
+		res := c.ask(ctx, arg)
 		if res.err != nil {
 			l, err := c.onErrorWait(ctx, n, res.err)
 			c.count(l.Granted(), -1)

@@ -95,6 +95,9 @@
 // RateLimit header fields, see limiter.Quoter) is the limit's state as the
 // last script call in this process reported it, with no round trip of its
 // own.
+// Options.OnDecision is told of every decision that asked Redis (and of
+// every Partitioned lease sync): how long it took, why Redis could not
+// decide, and who decided ([DecisionInfo]), for metrics.
 //
 // # Keys and Redis Cluster
 //

@@ -359,7 +359,7 @@ func (h *handle) tryAcquire(n int) limiter.Lease {
 		return limiter.Denied(err, 0)
 	}
 	arg := e.requestArg(n)
-	res := h.decide(context.Background(), arg)
+	res := h.ask(context.Background(), arg)
 	if res.err != nil {
 		l := e.o.policyTry(n, res.err)
 		e.count(l.Granted())
@@ -443,7 +443,7 @@ func (h *handle) wait(ctx context.Context, n int) (limiter.Lease, error) {
 	e := h.e
 	arg := e.requestArg(n)
 	for attempt := 0; ; attempt++ {
-		res := h.decide(ctx, arg)
+		res := h.ask(ctx, arg)
 		if res.err != nil {
 			return e.o.policyAcquire(ctx, n, res.err)
 		}

@@ -106,6 +106,15 @@ type Options struct {
 	// server start, the first one included. The server's uptime comes from
 	// INFO; servers that do not answer INFO inside scripts are not guarded.
 	GuardRestarts bool
+	// OnDecision, when not nil, is called once for every decision that
+	// asked Redis (TryAcquire, each ask of a waiting Acquire, a Chain's
+	// decision for each of its members), and for Partitioned once for every
+	// lease sync, after the round trip and before OnError applies: with how
+	// long it took, the error if Redis could not decide, and who decided.
+	// It is for metrics (package otellimit), called on the deciding
+	// goroutine: it must be quick and must not block. It costs no
+	// allocation; without it the clock is not read.
+	OnDecision func(DecisionInfo)
 }
 
 func optErr(field, format string, args ...any) error {

@@ -81,6 +81,9 @@ func (p *Partitioned) sync() (time.Duration, bool) {
 	}
 	sendAt := p.now()
 	res, err := p.call(req)
+	if hook := p.o.OnDecision; hook != nil {
+		hook(DecisionInfo{Duration: time.Duration(p.now() - sendAt), Err: err, Answer: p.o.OnError.answer(err)})
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.lastSync = sendAt
