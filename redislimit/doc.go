@@ -43,6 +43,24 @@
 // Redis limiters decides member after member, and a refused chain has
 // spent the permits of the members before the one that refused.)
 //
+// # Settling
+//
+// A rate limiter's lease (TokenBucket, FixedWindow, SlidingLog, a keyed
+// For result, a Chain) taken on an estimate (1,000 tokens of a
+// language-model call, a 64 KiB read) can be settled with the actual cost
+// once it is known: limiter.Lease.Settle(actual) is one round trip that
+// gives back the permits not used and books those used beyond the lease as
+// a debt that later grants pay, so that the bound holds over the actual
+// costs. What comes back is what the limit would not have had anyway: a
+// token bucket gives back the unused permits less what it refilled since
+// the grant (capacity a full bucket would have wasted must not return), a
+// fixed window only within the grant's window, a strict log from the
+// grant's own entries while they are in the log. Overuse is booked at
+// once: in the bucket's debt, the window's count (carried into the next
+// windows past its limit), the log at the grant's time. A settlement
+// Redis cannot take (it is out of reach) is lost: the unused permits stay
+// spent, an overuse is not booked. A semaphore's lease does not settle.
+//
 // # Waiting
 //
 // TryAcquire is one round trip. Acquire waits the time the script says the

@@ -371,7 +371,7 @@ func (h *handle) tryAcquire(n int) limiter.Lease {
 		if e.onGrant != nil {
 			e.onGrant(res.now, n)
 		}
-		return e.grant(h, n, arg)
+		return e.grant(h, n, arg, res.now)
 	}
 	e.rejected.Add(1)
 	if e.onDeny != nil {
@@ -397,13 +397,32 @@ func (e *engine) requestArg(n int) string {
 	return strconv.Itoa(n)
 }
 
-// grant returns the lease of a granted request. A semaphore's zero-permit
-// grant holds nothing (its script did not record it).
-func (e *engine) grant(h *handle, n int, arg string) limiter.Lease {
-	if e.cc != nil && n > 0 {
+// grant returns the lease of a request granted at Redis time at: a
+// semaphore's holds its permits (a zero-permit grant holds nothing: its
+// script did not record it); a rate limiter's can be settled.
+func (e *engine) grant(h *handle, n int, arg string, at int64) limiter.Lease {
+	switch {
+	case e.cc == nil:
+		return limiter.NewLease(n, &rateLease{h: h, at: at})
+	case n > 0:
 		return e.cc.hold(e, h, n, arg)
 	}
-	return limiter.NewLease(n, nil)
+	return limiter.NewLease(0, nil)
+}
+
+// rateLease is a rate limiter's granted lease, which can be settled.
+type rateLease struct {
+	h  *handle
+	at int64 // Redis time of the grant, µs
+}
+
+// ReleasePermits does nothing: a rate limiter's permits are spent.
+func (*rateLease) ReleasePermits(int) {}
+
+// SettlePermits settles the grant in Redis, in one round trip; see the
+// package doc, Settling.
+func (l *rateLease) SettlePermits(granted, actual int) {
+	l.h.decide(context.Background(), settleArg(granted, actual, l.at))
 }
 
 func (h *handle) acquire(ctx context.Context, n int) (limiter.Lease, error) {
@@ -452,7 +471,7 @@ func (h *handle) wait(ctx context.Context, n int) (limiter.Lease, error) {
 			if e.onGrant != nil {
 				e.onGrant(res.now, n)
 			}
-			return e.grant(h, n, arg), nil
+			return e.grant(h, n, arg, res.now), nil
 		}
 		if err := pause(ctx, n, res.wait, attempt, e.sleep); err != nil {
 			return limiter.Denied(err, max(res.wait, 0)), err
