@@ -12,7 +12,9 @@
 // the state, reads Redis's own clock (TIME), decides, writes the new state
 // and answers, atomically. No client clock is ever used, so processes on
 // machines whose clocks disagree still share one exact bound, and the
-// script's answer carries the Redis time it decided at.
+// script's answer carries the Redis time it decided at. The scripts need
+// Redis 5 or later (they read TIME before they write, which effects
+// replication, the default since Redis 5, allows).
 //
 // Arithmetic in the scripts is exact: Lua numbers are doubles, so every
 // value a script computes is an integer kept below 2^53 (time in

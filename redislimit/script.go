@@ -11,9 +11,9 @@ import (
 	"github.com/rategate/rategate/limiter"
 )
 
-// luaPrelude starts every script: it allows TIME before writes on
-// Redis < 5 (effects replication, the default since Redis 5) and defines
-// helpers. now is Redis's clock in microseconds: below 2^53 until the year
+// luaPrelude starts every script and defines helpers. Scripts read TIME
+// before they write, which needs effects replication: the default since
+// Redis 5, the oldest version this package supports. now is Redis's clock in microseconds: below 2^53 until the year
 // 2255. server() returns the server's run_id ('-' when INFO is not
 // available in scripts) and the latest instant at which it can have
 // started, or nil when it cannot be known. Redis counts its uptime in
@@ -28,7 +28,6 @@ import (
 // rk}, where ri = decide(ARGV[first+i-1]), called on the requests in order;
 // the script then sets a and b.
 const luaPrelude = `
-if redis.replicate_commands then pcall(redis.replicate_commands) end
 local tm = redis.call('TIME')
 local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 local function server()
