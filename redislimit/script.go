@@ -140,15 +140,26 @@ type caller struct {
 	c       redis.UniversalClient
 	timeout time.Duration
 	// inline: c bounds a call's I/O by its context's deadline
-	// (ContextTimeoutEnabled), so the call runs in the caller's goroutine.
-	// Otherwise the client waits for a reply up to its own ReadTimeout,
-	// and the call runs in a goroutine of its own that the caller stops
-	// waiting for when the context ends.
+	// (ContextTimeoutEnabled) or by timeout (a WithTimeout clone), so the
+	// call runs in the caller's goroutine. Otherwise the client would wait
+	// for a reply up to its own ReadTimeout, and the call runs in a
+	// goroutine of its own that the caller stops waiting for when the
+	// context ends.
 	inline bool
 }
 
+// newCaller returns the caller of c. A *redis.Client that does not honour
+// context deadlines is used through go-redis's own c.WithTimeout(timeout),
+// a clone sharing its connections whose reads and writes end after
+// timeout, so that its calls run inline too.
 func newCaller(c redis.UniversalClient, timeout time.Duration) caller {
-	return caller{c: c, timeout: timeout, inline: honoursDeadlines(c)}
+	if honoursDeadlines(c) {
+		return caller{c: c, timeout: timeout, inline: true}
+	}
+	if rc, ok := c.(*redis.Client); ok {
+		return caller{c: rc.WithTimeout(timeout), timeout: timeout, inline: true}
+	}
+	return caller{c: c, timeout: timeout}
 }
 
 // run runs s once and returns its reply, or an error wrapping

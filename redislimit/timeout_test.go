@@ -32,7 +32,7 @@ type failureMode struct {
 	// (go-redis dials in a goroutine of its own that outlives the call and
 	// the client; the test waits for it to end).
 	dial  time.Duration
-	setup func(t *testing.T) (addr string, provoke func(t *testing.T, cs []*redis.Client))
+	setup func(t *testing.T) (addr string, provoke func(t *testing.T, cs []redis.UniversalClient))
 }
 
 // TestTimeoutBound: with Options.Timeout T (100ms, and DefaultTimeout when
@@ -42,14 +42,14 @@ type failureMode struct {
 // cause. Each mode's cases run at once, against one address.
 func TestTimeoutBound(t *testing.T) {
 	modes := []failureMode{
-		{name: "refused", setup: func(t *testing.T) (string, func(*testing.T, []*redis.Client)) {
+		{name: "refused", setup: func(t *testing.T) (string, func(*testing.T, []redis.UniversalClient)) {
 			addr, err := redistest.Refused()
 			if err != nil {
 				t.Fatal(err)
 			}
 			return addr, nil
 		}},
-		{name: "unreachable", dial: time.Second, setup: func(t *testing.T) (string, func(*testing.T, []*redis.Client)) {
+		{name: "unreachable", dial: time.Second, setup: func(t *testing.T) (string, func(*testing.T, []redis.UniversalClient)) {
 			u, err := redistest.NewUnreachable()
 			if err != nil {
 				t.Skip(err)
@@ -57,20 +57,20 @@ func TestTimeoutBound(t *testing.T) {
 			t.Cleanup(u.Close)
 			return u.Addr, nil
 		}},
-		{name: "pool-exhausted", pool: 1, setup: func(t *testing.T) (string, func(*testing.T, []*redis.Client)) {
+		{name: "pool-exhausted", pool: 1, setup: func(t *testing.T) (string, func(*testing.T, []redis.UniversalClient)) {
 			return server.Addr, occupyPools
 		}},
-		{name: "client-pause", setup: func(t *testing.T) (string, func(*testing.T, []*redis.Client)) {
+		{name: "client-pause", setup: func(t *testing.T) (string, func(*testing.T, []redis.UniversalClient)) {
 			s := ownServer(t, true)
-			return s.Addr, func(t *testing.T, _ []*redis.Client) {
+			return s.Addr, func(t *testing.T, _ []redis.UniversalClient) {
 				if err := s.Pause(2 * time.Second); err != nil {
 					t.Fatal(err)
 				}
 			}
 		}},
-		{name: "killed-mid-call", setup: func(t *testing.T) (string, func(*testing.T, []*redis.Client)) {
+		{name: "killed-mid-call", setup: func(t *testing.T) (string, func(*testing.T, []redis.UniversalClient)) {
 			s := ownServer(t, true)
-			return s.Addr, func(t *testing.T, _ []*redis.Client) {
+			return s.Addr, func(t *testing.T, _ []redis.UniversalClient) {
 				// Every call is sent to a stalled server, which dies while
 				// the calls wait for their answers.
 				if err := s.Pause(2 * time.Second); err != nil {
@@ -92,7 +92,7 @@ func TestTimeoutBound(t *testing.T) {
 // client honours context deadlines.
 type timeoutCase struct {
 	timeout  time.Duration
-	bounded  bool
+	client   string // "ctx": ContextTimeoutEnabled; "default": a default *redis.Client; "ring": a default *redis.Ring of one shard
 	took     time.Duration
 	err      error
 	grantErr bool // granted, or refused without ErrUnavailable
@@ -108,15 +108,11 @@ func (c timeoutCase) bound() time.Duration {
 func timeoutCases(t *testing.T, m failureMode) {
 	addr, provoke := m.setup(t)
 	var cases []*timeoutCase
-	var clients []*redis.Client
+	var clients []redis.UniversalClient
 	var lims []*TokenBucket
 	for _, timeout := range []time.Duration{100 * time.Millisecond, 0} {
-		for _, bounded := range []bool{true, false} {
-			o := &redis.Options{Addr: addr, ContextTimeoutEnabled: bounded, PoolSize: m.pool}
-			if m.dial > 0 {
-				o.DialTimeout, o.DialerRetries = m.dial, 1
-			}
-			c := redis.NewClient(o)
+		for _, kind := range []string{"ctx", "default", "ring"} {
+			c := timeoutClient(kind, addr, m)
 			t.Cleanup(func() { c.Close(); waitDialsEnd(t) })
 			tb, err := NewTokenBucket(Options{Client: c, Key: uniqueKey(t), Timeout: timeout},
 				limiter.TokenBucketOptions{Rate: limiter.Per(10, time.Second), Burst: 10})
@@ -124,7 +120,7 @@ func timeoutCases(t *testing.T, m failureMode) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { tb.Close() })
-			cases = append(cases, &timeoutCase{timeout: timeout, bounded: bounded})
+			cases = append(cases, &timeoutCase{timeout: timeout, client: kind})
 			clients = append(clients, c)
 			lims = append(lims, tb)
 		}
@@ -144,18 +140,35 @@ func timeoutCases(t *testing.T, m failureMode) {
 	}
 	wg.Wait()
 	for _, c := range cases {
-		t.Logf("Timeout %v, ContextTimeoutEnabled %v: %v, %v", c.timeout, c.bounded, c.took.Round(time.Millisecond), c.err)
+		t.Logf("Timeout %v, %s client: %v, %v", c.timeout, c.client, c.took.Round(time.Millisecond), c.err)
 		if c.took > c.bound()+timeoutSlack {
-			t.Errorf("Timeout %v, ContextTimeoutEnabled %v: the decision took %v, over %v + %v",
-				c.timeout, c.bounded, c.took, c.bound(), timeoutSlack)
+			t.Errorf("Timeout %v, %s client: the decision took %v, over %v + %v",
+				c.timeout, c.client, c.took, c.bound(), timeoutSlack)
 		}
 		if c.grantErr {
-			t.Errorf("Timeout %v, ContextTimeoutEnabled %v: FailClosed answered %v, want an error wrapping ErrUnavailable",
-				c.timeout, c.bounded, c.err)
+			t.Errorf("Timeout %v, %s client: FailClosed answered %v, want an error wrapping ErrUnavailable",
+				c.timeout, c.client, c.err)
 			continue
 		}
 		checkCause(t, m.name, c.err)
 	}
+}
+
+// timeoutClient returns a client of addr of the given kind, with the
+// mode's pool size and dial options.
+func timeoutClient(kind, addr string, m failureMode) redis.UniversalClient {
+	o := &redis.Options{Addr: addr, ContextTimeoutEnabled: kind == "ctx", PoolSize: m.pool}
+	if m.dial > 0 {
+		o.DialTimeout, o.DialerRetries = m.dial, 1
+	}
+	if kind != "ring" {
+		return redis.NewClient(o)
+	}
+	return redis.NewRing(&redis.RingOptions{
+		Addrs:    map[string]string{"only": addr},
+		PoolSize: m.pool, DialTimeout: o.DialTimeout, DialerRetries: o.DialerRetries,
+		HeartbeatFrequency: time.Hour, // the shard stays up: the decisions meet the failure
+	})
 }
 
 // checkCause checks that err wraps a cause beside ErrUnavailable: what
@@ -186,7 +199,7 @@ func checkCause(t *testing.T, mode string, err error) {
 
 // occupyPools takes each client's only connection with a BLPOP that blocks
 // for a second, so that a decision waits for a pooled connection.
-func occupyPools(t *testing.T, cs []*redis.Client) {
+func occupyPools(t *testing.T, cs []redis.UniversalClient) {
 	key := uniqueKey(t)
 	var done sync.WaitGroup
 	for _, c := range cs {
