@@ -84,16 +84,12 @@ type Options struct {
 	// connections, cannot be reached, stalls or dies mid-call, or the
 	// client's pool has no free connection) is an error (see OnError),
 	// returned within Timeout. Zero means DefaultTimeout. Each round trip
-	// runs under context.WithTimeout, in the calling goroutine. A client
-	// that honours context deadlines (go-redis's ContextTimeoutEnabled,
-	// recommended) ends its reads there; a *redis.Client that does not is
-	// used through its WithTimeout(Timeout), a clone sharing its
-	// connections whose reads and writes end after Timeout (so a wait for a
-	// pooled connection followed by a stalled reply may take up to twice
-	// Timeout, and hooks added to the client after the limiter was made do
-	// not see its calls); with any other client that does not, the call
-	// runs in a goroutine of its own that the caller stops waiting for
-	// after Timeout.
+	// runs under context.WithTimeout. With a client that honours context
+	// deadlines (go-redis's ContextTimeoutEnabled, recommended) it runs in
+	// the calling goroutine; with one that does not, which would wait for a
+	// reply up to its own ReadTimeout, it runs in a goroutine of its own
+	// that the caller stops waiting for after Timeout, at the cost of a
+	// goroutine hand-off per call.
 	Timeout time.Duration
 	// LeaseTTL is, for NewConcurrency and NewKeyedConcurrency only (other
 	// constructors refuse it), how long a holder's permits

@@ -140,26 +140,18 @@ type caller struct {
 	c       redis.UniversalClient
 	timeout time.Duration
 	// inline: c bounds a call's I/O by its context's deadline
-	// (ContextTimeoutEnabled) or by timeout (a WithTimeout clone), so the
-	// call runs in the caller's goroutine. Otherwise the client would wait
-	// for a reply up to its own ReadTimeout, and the call runs in a
-	// goroutine of its own that the caller stops waiting for when the
-	// context ends.
+	// (ContextTimeoutEnabled), so the call runs in the caller's goroutine.
+	// Otherwise the client would wait for a reply up to its own
+	// ReadTimeout, and the call runs in a goroutine of its own that the
+	// caller stops waiting for when the context ends. (go-redis's
+	// Client.WithTimeout would bound it inline, but its clone does not run
+	// the client's hooks: tracing would lose the limiter's calls.)
 	inline bool
 }
 
-// newCaller returns the caller of c. A *redis.Client that does not honour
-// context deadlines is used through go-redis's own c.WithTimeout(timeout),
-// a clone sharing its connections whose reads and writes end after
-// timeout, so that its calls run inline too.
+// newCaller returns the caller of c.
 func newCaller(c redis.UniversalClient, timeout time.Duration) caller {
-	if honoursDeadlines(c) {
-		return caller{c: c, timeout: timeout, inline: true}
-	}
-	if rc, ok := c.(*redis.Client); ok {
-		return caller{c: rc.WithTimeout(timeout), timeout: timeout, inline: true}
-	}
-	return caller{c: c, timeout: timeout}
+	return caller{c: c, timeout: timeout, inline: honoursDeadlines(c)}
 }
 
 // run runs s once and returns its reply, or an error wrapping
