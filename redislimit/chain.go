@@ -45,6 +45,7 @@ type chainLimiter struct {
 	refused []error  // per member, its ChainRefusal
 	policy  ErrorPolicy
 	hooked  bool // a member has an OnDecision
+	script  *redis.Script
 	fl      flights
 }
 
@@ -172,11 +173,13 @@ func keyTag(k string) string {
 func (c *chainLimiter) build() {
 	c.args = append(c.args, len(c.hs))
 	c.rc = c.hs[0].e.rc
+	var mods []string
 	c.policy = FailOpen
 	var id strings.Builder
 	for i, h := range c.hs {
 		a := h.e.alg
 		c.args = append(append(c.args, a.mod, len(a.args)), a.args...)
+		mods = append(mods, a.mod)
 		c.keys = append(c.keys, h.keys...)
 		c.max = min(c.max, a.max)
 		c.rc.timeout = min(c.rc.timeout, h.e.rc.timeout)
@@ -194,6 +197,7 @@ func (c *chainLimiter) build() {
 		id.WriteByte(0)
 	}
 	c.id = id.String()
+	c.script = chainScript(mods)
 }
 
 // call runs one chain script call for batch and stores every request's
@@ -204,7 +208,7 @@ func (c *chainLimiter) call(ctx context.Context, batch []*request) {
 	for _, r := range batch {
 		args = append(args, r.arg)
 	}
-	v, err := c.rc.run(ctx, chainScript, nil, c.keys, args...)
+	v, err := c.rc.run(ctx, c.script, nil, c.keys, args...)
 	var vals []int64
 	if err == nil {
 		vals, err = ints(v, 1+2*len(batch)+2*len(c.hs))

@@ -81,7 +81,7 @@ local function tb(k, a)
     if debt == 0 then
       if st then redis.call('DEL', key) end
     else
-      redis.call('SET', key, string.format('%.0f %.0f', debt, m.t), 'PX', keepms(debt / N))
+      redis.call('SET', key, string.format('%d %d', debt, m.t), 'PX', keepms(debt / N))
     end
     return debt, 0
   end
@@ -131,7 +131,7 @@ local function fw(k, a)
     end
   end
   function m.save()
-    redis.call('SET', key, string.format('%.0f %.0f %.0f', start, c, m.t), 'PX', keepms(start + W - m.t))
+    redis.call('SET', key, string.format('%d %d %d', start, c, m.t), 'PX', keepms(start + W - m.t))
     return c, start + W - m.t
   end
   return m
@@ -184,7 +184,7 @@ local function sl(k, a)
   end
   local function add(at, p)
     seq = seq + 1
-    redis.call('ZADD', LOG, at, string.format('%.0f:%.0f', seq, p))
+    redis.call('ZADD', LOG, at, string.format('%d:%d', seq, p))
     tot, newest = tot + p, math.max(newest, at)
   end
   function m.can(p)
@@ -207,7 +207,7 @@ local function sl(k, a)
       local n = permits(e)
       local d = math.min(n, back)
       redis.call('ZREM', LOG, e)
-      if n > d then redis.call('ZADD', LOG, at, string.match(e, '^(%d+):') .. ':' .. string.format('%.0f', n - d)) end
+      if n > d then redis.call('ZADD', LOG, at, string.match(e, '^(%d+):') .. ':' .. string.format('%d', n - d)) end
       tot, back = tot - d, back - d
     end
   end
@@ -268,15 +268,15 @@ var (
 	slScript = singleScript(slLua, "sl", 3)
 )
 
-// chainScript decides for a Chain: every member at one instant, all or
+// chainDriver decides for a Chain: every member at one instant, all or
 // nothing. ARGV: the member count, then each member's module name, its
 // parameter count and its parameters; then the requests. KEYS: each
 // member's keys in turn (one, or two for a strict log). Reply: {now, then
 // per request its wait in µs (0: granted) and the member whose wait it is
 // (the first of those with the longest wait; 0 when granted), then per
-// member a and b}.
-var chainScript = newScript(tbLua + fwLua + slLua + luaRequest + `
-local mods, nkeys = {tb = tb, fw = fw, sl = sl}, {tb = 1, fw = 1, sl = 2}
+// member a and b}. mods names the modules the script defines.
+const chainDriver = luaRequest + `
+local nkeys = {tb = 1, fw = 1, sl = 2}
 local ms, a, k = {}, 2, 1
 for j = 1, tonumber(ARGV[1]) do
   local kind = ARGV[a]
@@ -307,4 +307,39 @@ for _, m in ipairs(ms) do
   out[#out + 1] = y
 end
 return out
-`)
+`
+
+// chainScripts are the chain scripts by the modules they define (a set of
+// the rate algorithms, bit i for chainModules[i]): a script defines only
+// the modules its members use, since Lua makes every function a script
+// defines anew at every call.
+var chainScripts = func() (ss [8]*redis.Script) {
+	for set := 1; set < len(ss); set++ {
+		src, mods := "", "local mods = {"
+		for i, m := range chainModules {
+			if set&(1<<i) != 0 {
+				src += m.lua
+				mods += m.name + " = " + m.name + ", "
+			}
+		}
+		ss[set] = newScript(src + mods + "}\n" + chainDriver)
+	}
+	return ss
+}()
+
+// chainModules are the modules a chain's script may define.
+var chainModules = [...]struct{ name, lua string }{{"tb", tbLua}, {"fw", fwLua}, {"sl", slLua}}
+
+// chainScript returns the chain script that defines the modules named in
+// mods.
+func chainScript(mods []string) *redis.Script {
+	set := 0
+	for _, name := range mods {
+		for i, m := range chainModules {
+			if m.name == name {
+				set |= 1 << i
+			}
+		}
+	}
+	return chainScripts[set]
+}
