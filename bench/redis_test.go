@@ -12,9 +12,16 @@ package bench
 
 import (
 	"context"
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,6 +65,27 @@ func redisClient(b testing.TB, ctxTimeout bool) *redis.Client {
 
 type decide func(ctx context.Context) bool
 
+// failure is the error of the last refused lease, for the benchmarks'
+// failure messages.
+var failure atomic.Pointer[error]
+
+// granted reports whether l was granted, and keeps its error when not.
+func granted(l limiter.Lease) bool {
+	if !l.Granted() {
+		err := l.Err()
+		failure.Store(&err)
+	}
+	return l.Granted()
+}
+
+// failed says why the last decision failed, as well as it is known.
+func failed() string {
+	if err := failure.Load(); err != nil {
+		return fmt.Sprintf("refused or failed (last refusal: %v)", *err)
+	}
+	return "refused or failed"
+}
+
 // redisImpls returns the implementations the benchmarks compare, by name.
 // Every limiter admits every request, so each call is one granted decision.
 func redisImpls(b testing.TB) map[string]decide {
@@ -90,18 +118,19 @@ func redisImpls(b testing.TB) map[string]decide {
 		},
 		// redislimit with a client that honours context deadlines
 		// (ContextTimeoutEnabled): the round trip runs in the caller.
-		"redislimit-tb": func(context.Context) bool { return tbBounded.TryAcquire(1).Granted() },
+		"redislimit-tb": func(context.Context) bool { return granted(tbBounded.TryAcquire(1)) },
 		// with a default client: the round trip runs in a goroutine of its
 		// own, which the caller stops waiting for after Options.Timeout.
-		"redislimit-tb-defaultclient": func(context.Context) bool { return tbPlain.TryAcquire(1).Granted() },
+		"redislimit-tb-defaultclient": func(context.Context) bool { return granted(tbPlain.TryAcquire(1)) },
 		// redislimit.Chain of one and of two token buckets: one script call.
-		"chain-1": func(context.Context) bool { return chain1.TryAcquire(1).Granted() },
-		"chain-2": func(context.Context) bool { return chain2.TryAcquire(1).Granted() },
+		"chain-1": func(context.Context) bool { return granted(chain1.TryAcquire(1)) },
+		"chain-2": func(context.Context) bool { return granted(chain2.TryAcquire(1)) },
 	}
 }
 
 var (
-	redisOrder  = []string{"ping", "script-floor", "redis_rate", "redislimit-tb", "redislimit-tb-defaultclient", "chain-1", "chain-2"}
+	redisOrder  = []string{"ping", "script-floor", "redis_rate", "redislimit-tb", "chain-1", "chain-2"}
+	clientOrder = []string{"ping", "redislimit-tb", "redislimit-tb-defaultclient"}
 	sharedOrder = []string{"ping", "redis_rate", "redislimit-tb", "redislimit-tb-defaultclient", "chain-2"}
 )
 
@@ -109,13 +138,13 @@ var (
 func BenchmarkRedisDecision(b *testing.B) {
 	impls := redisImpls(b)
 	ctx := context.Background()
-	for _, name := range redisOrder {
+	for _, name := range append(redisOrder, "redislimit-tb-defaultclient") {
 		f := impls[name]
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if !f(ctx) {
-					b.Fatal("refused or failed")
+					b.Fatal(failed())
 				}
 			}
 		})
@@ -134,7 +163,7 @@ func BenchmarkRedisShared64(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					if !f(ctx) {
-						b.Error("refused or failed")
+						b.Error(failed())
 						return
 					}
 				}
@@ -144,35 +173,14 @@ func BenchmarkRedisShared64(b *testing.B) {
 }
 
 // BenchmarkRedisPaired measures one decision of each implementation in
-// turn, in one loop, so that all see the same load (a shared 2-core VM's
-// load moves from second to second and skews benchmarks run one after
-// another), and reports each one's median latency in µs and the ratios of
-// medians the README quotes: redislimit's token bucket against PING and
-// against redis_rate, a chain of two against the token bucket alone. ns/op
-// is one round of all of them.
+// turn (in a new random order every round), in one loop, so that all see
+// the same load (a shared 2-core VM's load moves from second to second and
+// skews benchmarks run one after another), and reports each one's median
+// latency in µs and the ratios of medians the README quotes: redislimit's
+// token bucket against PING and against redis_rate, a chain of two against
+// the token bucket alone. ns/op is one round of all of them.
 func BenchmarkRedisPaired(b *testing.B) {
-	impls := redisImpls(b)
-	ctx := context.Background()
-	lat := make([][]time.Duration, len(redisOrder))
-	i := 0
-	for b.Loop() {
-		for k := range redisOrder {
-			j := (k + i) % len(redisOrder) // rotate who goes first
-			t0 := time.Now()
-			if !impls[redisOrder[j]](ctx) {
-				b.Fatal("refused or failed")
-			}
-			lat[j] = append(lat[j], time.Since(t0))
-		}
-		i++
-	}
-	p50 := map[string]float64{}
-	for j, name := range redisOrder {
-		l := lat[j]
-		slices.Sort(l)
-		p50[name] = float64(l[len(l)/2]) / 1e3
-		b.ReportMetric(p50[name], "µs-p50-"+name)
-	}
+	p50 := paired(b, redisOrder)
 	b.ReportMetric(p50["redislimit-tb"]/p50["ping"], "x-tb/ping")
 	b.ReportMetric(p50["redislimit-tb"]/p50["redis_rate"], "x-tb/redis_rate")
 	b.ReportMetric(p50["script-floor"]/p50["ping"], "x-floor/ping")
@@ -180,8 +188,48 @@ func BenchmarkRedisPaired(b *testing.B) {
 	b.ReportMetric(p50["chain-1"]/p50["redislimit-tb"], "x-chain1/tb")
 }
 
+// BenchmarkRedisPairedClient is BenchmarkRedisPaired for the token bucket
+// with a client that honours context deadlines and with a default one,
+// whose round trips run in goroutines of their own (kept apart: a
+// goroutine that outlives its call slows whatever runs next).
+func BenchmarkRedisPairedClient(b *testing.B) {
+	p50 := paired(b, clientOrder)
+	b.ReportMetric(p50["redislimit-tb-defaultclient"]/p50["redislimit-tb"], "x-default/ctx")
+}
+
+// paired runs the implementations named in order in turn, in a new random
+// order every round, and reports and returns each one's median latency in
+// µs.
+func paired(b *testing.B, names []string) map[string]float64 {
+	impls := redisImpls(b)
+	ctx := context.Background()
+	lat := make([][]time.Duration, len(names))
+	order := make([]int, len(names))
+	for i := range order {
+		order[i] = i
+	}
+	for b.Loop() {
+		rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		for _, j := range order {
+			t0 := time.Now()
+			if !impls[names[j]](ctx) {
+				b.Fatal(failed())
+			}
+			lat[j] = append(lat[j], time.Since(t0))
+		}
+	}
+	p50 := map[string]float64{}
+	for j, name := range names {
+		l := lat[j]
+		slices.Sort(l)
+		p50[name] = float64(l[len(l)/2]) / 1e3
+		b.ReportMetric(p50[name], "µs-p50-"+name)
+	}
+	return p50
+}
+
 // BenchmarkRedisShared64Paired is BenchmarkRedisShared64 in turns: each
-// round runs, for each implementation in turn (the first rotating), 64
+// round runs, for each implementation in turn (in a random order), 64
 // goroutines that make 16 decisions each on one key, and times the round's
 // wall clock; it reports each one's median decisions per second over the
 // rounds, and redislimit's token bucket against redis_rate. ns/op is one
@@ -191,10 +239,13 @@ func BenchmarkRedisShared64Paired(b *testing.B) {
 	ctx := context.Background()
 	const workers, each = 64, 16
 	rates := make([][]float64, len(sharedOrder))
-	i := 0
+	order := make([]int, len(sharedOrder))
+	for i := range order {
+		order[i] = i
+	}
 	for b.Loop() {
-		for k := range sharedOrder {
-			j := (k + i) % len(sharedOrder)
+		rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		for _, j := range order {
 			f := impls[sharedOrder[j]]
 			var wg sync.WaitGroup
 			t0 := time.Now()
@@ -202,7 +253,7 @@ func BenchmarkRedisShared64Paired(b *testing.B) {
 				wg.Go(func() {
 					for range each {
 						if !f(ctx) {
-							b.Error("refused or failed")
+							b.Error(failed())
 							return
 						}
 					}
@@ -211,7 +262,6 @@ func BenchmarkRedisShared64Paired(b *testing.B) {
 			wg.Wait()
 			rates[j] = append(rates[j], workers*each/time.Since(t0).Seconds())
 		}
-		i++
 	}
 	med := map[string]float64{}
 	for j, name := range sharedOrder {
@@ -222,4 +272,51 @@ func BenchmarkRedisShared64Paired(b *testing.B) {
 	}
 	b.ReportMetric(med["redislimit-tb"]/med["redis_rate"], "x-tb/redis_rate")
 	b.ReportMetric(med["redislimit-tb-defaultclient"]/med["redis_rate"], "x-tbdefault/redis_rate")
+}
+
+var redisCost = flag.Bool("redis.cost", false, "run TestRedisScriptCost: Redis's own time per script call (INFO commandstats)")
+
+// TestRedisScriptCost measures what each implementation's script costs
+// Redis itself (INFO commandstats: microseconds per EVALSHA), the best of 3
+// batches of 5,000 calls each: the part of a decision's round trip no
+// client can save.
+func TestRedisScriptCost(t *testing.T) {
+	if !*redisCost {
+		t.Skip("-redis.cost not set")
+	}
+	impls := redisImpls(t)
+	c := redisClient(t, true)
+	ctx := context.Background()
+	for _, name := range []string{"script-floor", "redis_rate", "redislimit-tb", "chain-1", "chain-2"} {
+		best := math.Inf(1)
+		for range 3 {
+			if err := c.ConfigResetStat(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			for range 5000 {
+				if !impls[name](ctx) {
+					t.Fatal(failed())
+				}
+			}
+			stats, err := c.Info(ctx, "commandstats").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			best = min(best, evalshaMicros(stats))
+		}
+		t.Logf("%-14s %.2f µs of Redis's time per call", name, best)
+	}
+}
+
+// evalshaMicros reads EVALSHA's usec_per_call from INFO commandstats.
+func evalshaMicros(stats string) float64 {
+	for line := range strings.Lines(stats) {
+		if !strings.HasPrefix(line, "cmdstat_evalsha:") {
+			continue
+		}
+		_, rest, _ := strings.Cut(line, "usec_per_call=")
+		v, _ := strconv.ParseFloat(strings.SplitN(rest, ",", 2)[0], 64)
+		return v
+	}
+	return math.NaN()
 }
