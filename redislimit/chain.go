@@ -356,28 +356,21 @@ func (c *chainLimiter) count(granted bool, who int) {
 
 // onError applies the chain's error policy to a TryAcquire.
 func (c *chainLimiter) onError(n int, cause error) limiter.Lease {
-	switch c.policy {
-	case FailOpen:
-		return limiter.NewLease(n, nil)
-	case UseFallback:
-		return c.fallback().TryAcquire(n)
-	}
-	return limiter.Denied(cause, 0)
+	l, _ := onError(context.Background(), false, c.policy, c.fallback(), n, cause)
+	return l
 }
 
 // onErrorWait applies the chain's error policy to an Acquire.
 func (c *chainLimiter) onErrorWait(ctx context.Context, n int, cause error) (limiter.Lease, error) {
-	switch c.policy {
-	case FailOpen:
-		return limiter.NewLease(n, nil), nil
-	case UseFallback:
-		return c.fallback().Acquire(ctx, n)
-	}
-	return limiter.Denied(cause, 0), cause
+	return onError(ctx, true, c.policy, c.fallback(), n, cause)
 }
 
-// fallback is the members' fallbacks as one limiter.
+// fallback is the members' fallbacks as one limiter (nil unless the
+// chain's policy is UseFallback).
 func (c *chainLimiter) fallback() limiter.Limiter {
+	if c.policy != UseFallback {
+		return nil
+	}
 	var fs []limiter.Limiter
 	for _, h := range c.hs {
 		if h.e.o.OnError == UseFallback {

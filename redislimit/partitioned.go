@@ -511,7 +511,7 @@ func (p *Partitioned) wait(ctx context.Context, n int) (limiter.Lease, error) {
 			return limiter.Denied(ErrClosed, 0), ErrClosed
 		}
 		for {
-			l, err, done, head := h.step(ctx)
+			l, done, head, err := h.step(ctx)
 			if done {
 				return l, err
 			}
@@ -606,7 +606,7 @@ type headWait struct {
 // time they come, for a change of the held partitions, or for the end.
 // head is false when the waiter no longer heads the queue (a newer one does,
 // in a NewestFirst queue); done when it has its answer.
-func (h *headWait) step(ctx context.Context) (l limiter.Lease, err error, done, head bool) {
+func (h *headWait) step(ctx context.Context) (l limiter.Lease, done, head bool, err error) {
 	p, n := h.p, h.n
 	p.mu.Lock()
 	changed := p.changed
@@ -615,11 +615,11 @@ func (h *headWait) step(ctx context.Context) (l limiter.Lease, err error, done, 
 	p.mu.Unlock()
 	switch {
 	case p.isClosed():
-		return limiter.Denied(ErrClosed, 0), ErrClosed, true, head
+		return limiter.Denied(ErrClosed, 0), true, head, ErrClosed
 	case out:
-		return limiter.Denied(limiter.ErrQueueFull, 0), limiter.ErrQueueFull, true, false
+		return limiter.Denied(limiter.ErrQueueFull, 0), true, false, limiter.ErrQueueFull
 	case !head:
-		return limiter.Lease{}, nil, false, false
+		return limiter.Lease{}, false, false, nil
 	}
 	now := p.now()
 	st, retry := p.take(now, int64(n))
@@ -627,27 +627,27 @@ func (h *headWait) step(ctx context.Context) (l limiter.Lease, err error, done, 
 	switch st {
 	case ptOK:
 		p.counted(n)
-		return limiter.NewLease(n, nil), nil, true, true
+		return limiter.NewLease(n, nil), true, true, nil
 	case ptSlow:
-		return limiter.Lease{}, nil, false, true
+		return limiter.Lease{}, false, true, nil
 	case ptLimited:
 		if d, ok := ctx.Deadline(); ok && p.origin.Add(time.Duration(now+retry)).After(d) {
-			return limiter.Denied(context.DeadlineExceeded, time.Duration(retry)),
-				fmt.Errorf("redislimit: %d permits come after the deadline: %w", n, context.DeadlineExceeded), true, true
+			return limiter.Denied(context.DeadlineExceeded, time.Duration(retry)), true, true,
+				fmt.Errorf("redislimit: %d permits come after the deadline: %w", n, context.DeadlineExceeded)
 		}
 		at = p.origin.Add(time.Duration(now + retry))
 	default:
 		p.hunger()
 		if st == ptNoLease {
 			if l, handled := p.onErrorWait(ctx, n); handled {
-				return l, l.Err(), true, true
+				return l, true, true, l.Err()
 			}
 		}
 	}
 	if h.pt.Until(ctx, changed, at, 0) == precise.Done {
-		return limiter.Denied(ctx.Err(), 0), ctx.Err(), true, true
+		return limiter.Denied(ctx.Err(), 0), true, true, ctx.Err()
 	}
-	return limiter.Lease{}, nil, false, true
+	return limiter.Lease{}, false, true, nil
 }
 
 // onErrorWait is onError for Acquire (which counts the refusals).

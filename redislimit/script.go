@@ -222,25 +222,30 @@ func honoursDeadlines(c redis.UniversalClient) bool {
 	return false
 }
 
+// onError applies policy p (with fallback fb, for UseFallback) to a
+// decision Redis could not make: an Acquire's with ctx when wait, else a
+// TryAcquire's.
+func onError(ctx context.Context, wait bool, p ErrorPolicy, fb limiter.Limiter, n int, cause error) (limiter.Lease, error) {
+	switch {
+	case p == FailOpen:
+		return limiter.NewLease(n, nil), nil
+	case p == UseFallback && !wait:
+		l := fb.TryAcquire(n)
+		return l, l.Err()
+	case p == UseFallback:
+		return fb.Acquire(ctx, n)
+	}
+	return limiter.Denied(cause, 0), cause
+}
+
 // policyTry applies Options.OnError to a TryAcquire Redis could not decide.
 func (o *Options) policyTry(n int, cause error) limiter.Lease {
-	switch o.OnError {
-	case FailOpen:
-		return limiter.NewLease(n, nil)
-	case UseFallback:
-		return o.Fallback.TryAcquire(n)
-	}
-	return limiter.Denied(cause, 0)
+	l, _ := onError(context.Background(), false, o.OnError, o.Fallback, n, cause)
+	return l
 }
 
 // policyAcquire applies Options.OnError to an Acquire Redis could not
 // decide.
 func (o *Options) policyAcquire(ctx context.Context, n int, cause error) (limiter.Lease, error) {
-	switch o.OnError {
-	case FailOpen:
-		return limiter.NewLease(n, nil), nil
-	case UseFallback:
-		return o.Fallback.Acquire(ctx, n)
-	}
-	return limiter.Denied(cause, 0), cause
+	return onError(ctx, true, o.OnError, o.Fallback, n, cause)
 }
