@@ -455,11 +455,13 @@ func (p *Partitioned) isClosed() bool {
 
 // Acquire waits until n permits are granted from this process's partitions,
 // ctx is done, or the limiter is closed; see limiter.Limiter. Waiters are
-// served first in, first out. While this process holds too few partitions
-// it waits for the lease keeper to take more; when Redis cannot be reached
-// and no lease is left, Options.OnError decides (FailClosed fails at once
-// with an error wrapping ErrUnavailable). When the wait would outlast ctx's
-// deadline, it fails at once with context.DeadlineExceeded.
+// served in PartitionedOptions.Queue's order (first in, first out by
+// default). While this process holds too few partitions it waits for the
+// lease keeper to take more; when Redis cannot be reached and no lease is
+// left, Options.OnError decides for every waiter within one Timeout of the
+// failed lease call (FailClosed fails them with an error wrapping
+// ErrUnavailable; FailOpen and UseFallback serve them). When the wait would
+// outlast ctx's deadline, it fails at once with context.DeadlineExceeded.
 func (p *Partitioned) Acquire(ctx context.Context, n int) (limiter.Lease, error) {
 	if ctx == nil {
 		panic("redislimit: nil Context")
