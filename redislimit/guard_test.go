@@ -266,19 +266,19 @@ func TestPartitionedHashLost(t *testing.T) {
 		defer p.Close()
 		wg.Go(func() { pgrants[i] = saturateLog(p, stop) })
 	}
-	time.Sleep(700 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond)
 	var lost [2]int64
 	for i, cmd := range [][]any{{"FLUSHALL"}, {"DEL", redisKey("pt", key, "", false, "")}} {
 		lost[i] = time.Now().UnixNano()
 		if _, err := s.Do(cmd...); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Second)
+		time.Sleep(700 * time.Millisecond)
 	}
 	close(stop)
 	wg.Wait()
 	all := append(pgrants[0], pgrants[1]...)
-	t.Logf("%d + %d grants in 2.7 s", len(pgrants[0]), len(pgrants[1]))
+	t.Logf("%d + %d grants in 1.9 s", len(pgrants[0]), len(pgrants[1]))
 	if msg, _ := boundViolation(all, int64(po.Burst), 1000, time.Second); msg != "" {
 		t.Errorf("across the loss of the hash: %s", msg)
 	}
@@ -288,7 +288,7 @@ func TestPartitionedHashLost(t *testing.T) {
 	// missing, so after the loss. Saturating, it grants nothing between.
 	for i, gs := range pgrants {
 		for j, at := range lost {
-			gap, end := longestGap(gs, at, at+int64(time.Second))
+			gap, end := longestGap(gs, at, at+int64(700*time.Millisecond))
 			t.Logf("limiter %d, loss %d: longest pause %v, to %v after the loss", i, j, gap, time.Duration(end-at))
 			if end < at+int64(po.LeaseTTL-2*time.Millisecond) {
 				t.Errorf("limiter %d granted again %v after loss %d of the hash, inside the quarantine of %v",
