@@ -1,6 +1,7 @@
 package redislimit
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"strconv"
@@ -27,7 +28,7 @@ if last == nil then
   used = 0
   redis.call('DEL', HOLD)
   if GUARD then
-    local up = started(now)
+    local up = started()
     if up ~= nil and now - up < TTL then
       redis.call('ZADD', HOLD, up + TTL, '~:' .. ARGV[2])
       used = LIMIT
@@ -35,18 +36,19 @@ if last == nil then
   end
 else
   if now < last then now = last end
-  used = used - reclaim(now)
+  used = used - reclaim(HOLD, now)
 end
 local out = reply(4, function(m)
   local p = permits(m)
   if redis.call('ZSCORE', HOLD, m) then return 0 end
-  if used + p > LIMIT then return -1 end
+  if used + math.max(p, 1) > LIMIT then return -1 end
+  if p == 0 then return 0 end -- granted when one could be; holds nothing
   redis.call('ZADD', HOLD, now + TTL, m)
   used = used + p
   return 0
 end)
 out[2] = used
-save(used, TTL, 'u', used, 't', now)
+save(HOLD, ST, used, TTL, 'u', used, 't', now)
 return out
 `)
 
@@ -86,7 +88,7 @@ local out = reply(2, function(m)
   return 1
 end)
 if any then
-  expire(TTL)
+  expire(HOLD, ST, TTL)
 end
 return out
 `)
@@ -163,7 +165,7 @@ func (l *ccLease) ReleasePermits(int) {
 		default:
 		}
 	}
-	v, err := boundedTrip(l.e.sync, l.e.c, l.e.timeout, ccReleaseScript, nil, l.h.keys, l.member)
+	v, err := l.e.rc.run(context.Background(), ccReleaseScript, nil, l.h.keys, l.member)
 	if err == nil && l.e.onRelease != nil {
 		if vals, err := ints(v, 3); err == nil {
 			l.e.onRelease(vals[0])
@@ -201,7 +203,7 @@ func (c *ccState) renew(e *engine) {
 		}
 		byTag := make(map[string][]*ccLease)
 		for _, l := range c.held {
-			byTag[l.h.tag] = append(byTag[l.h.tag], l)
+			byTag[l.h.keys[0]] = append(byTag[l.h.keys[0]], l)
 		}
 		c.mu.Unlock()
 		for _, ls := range byTag {
@@ -218,7 +220,7 @@ func (c *ccState) renewOne(e *engine, ls []*ccLease) {
 	for _, l := range ls {
 		args = append(args, l.member)
 	}
-	v, err := boundedTrip(e.sync, e.c, e.timeout, ccRenewScript, nil, ls[0].h.keys, args...)
+	v, err := e.rc.run(context.Background(), ccRenewScript, nil, ls[0].h.keys, args...)
 	if err != nil {
 		return
 	}
@@ -266,12 +268,12 @@ func NewConcurrency(o Options, opts limiter.ConcurrencyOptions) (*Concurrency, e
 
 func newCCEngine(o Options, opts limiter.ConcurrencyOptions) (*engine, error) {
 	ttl := o.leaseTTL()
-	e, err := newEngine(o, opts.Queue, func() (algorithm, error) {
+	e, err := newEngine(o, opts.Queue, true, func() (algorithm, error) {
 		if err := validLimit(opts.Limit); err != nil {
 			return algorithm{}, err
 		}
 		limit := int64(opts.Limit)
-		a := counting("cc", ccScript, []string{":hold", ":st"}, limit, int64(ttl/time.Microsecond), o.GuardRestarts)
+		a := counting("cc", ccScript, ":hold", limit, int64(ttl/time.Microsecond), o.GuardRestarts)
 		// A lease's TTL is no window: the semaphore's Quota has neither a
 		// Window nor a Reset. (Its script refuses with -1 only: no known wait.)
 		a.quota = func(used, _ int64) limiter.Quota { return limiter.Quota{Limit: limit, Remaining: limit - used} }

@@ -25,7 +25,8 @@ func newLimiter[L ~struct{ core }](e *engine, err error) (*L, error) {
 }
 
 // TryAcquire takes n permits if the limit has them now, in one script call;
-// it never waits. See limiter.Limiter.
+// it never waits. Zero permits are granted when one could be, as by the
+// limiters of package limiter. See limiter.Limiter.
 func (c *core) TryAcquire(n int) limiter.Lease { return c.h.tryAcquire(n) }
 
 // Acquire waits until n permits are granted, ctx ends or the limiter is

@@ -12,7 +12,9 @@
 // the state, reads Redis's own clock (TIME), decides, writes the new state
 // and answers, atomically. No client clock is ever used, so processes on
 // machines whose clocks disagree still share one exact bound, and the
-// script's answer carries the Redis time it decided at.
+// script's answer carries the Redis time it decided at. The scripts need
+// Redis 5 or later (they read TIME before they write, which effects
+// replication, the default since Redis 5, allows).
 //
 // Arithmetic in the scripts is exact: Lua numbers are doubles, so every
 // value a script computes is an integer kept below 2^53 (time in
@@ -33,6 +35,34 @@
 // whose For(key) returns a limiter.Limiter; a key's state expires in Redis
 // once it no longer affects a decision, so idle keys cost nothing.
 //
+// # Several policies at once: Chain
+//
+// [Chain] decides for several limits of this package at once ("10 a second
+// and 10,000 a day"; a user's limit inside its tenant's): one script call
+// checks every member at one instant of Redis's clock and takes the permits
+// from all of them, or from none. A refusal says which member refused
+// ([ChainRefusal]) and when every member could grant. (limiter.Chain of
+// Redis limiters decides member after member, and a refused chain has
+// spent the permits of the members before the one that refused.)
+//
+// # Settling
+//
+// A rate limiter's lease (TokenBucket, FixedWindow, SlidingLog, a keyed
+// For result, a Chain) taken on an estimate (1,000 tokens of a
+// language-model call, a 64 KiB read) can be settled with the actual cost
+// once it is known: limiter.Lease.Settle(actual) is one round trip that
+// gives back the permits not used and books those used beyond the lease as
+// a debt that later grants pay, so that the bound holds over the actual
+// costs. What comes back is what the limit would not have had anyway: a
+// token bucket gives back the unused permits less what it refilled since
+// the grant (capacity a full bucket would have wasted must not return), a
+// fixed window only within the grant's window, a strict log from the
+// grant's own entries while they are in the log. Overuse is booked at
+// once: in the bucket's debt, the window's count (carried into the next
+// windows past its limit), the log at the grant's time. A settlement
+// Redis cannot take (it is out of reach) is lost: the unused permits stay
+// spent, an overuse is not booked. A semaphore's lease does not settle.
+//
 // # Waiting
 //
 // TryAcquire is one round trip. Acquire waits the time the script says the
@@ -44,24 +74,32 @@
 // semaphore cannot know when another process will release: its waiters wake
 // at a release in their own process, or after a jittered backoff.) Waiters
 // are not served in arrival order across processes, so of the options'
-// QueueOptions only Limit is used: it caps the permits waiting in this
+// QueueOptions only Limit applies: it caps the permits waiting in this
 // process's Acquire calls (beyond it Acquire fails with
-// limiter.ErrQueueFull); Order and Spin are validated but not used.
+// limiter.ErrQueueFull); a NewestFirst Order or a Spin is refused with an
+// *limiter.OptionError. ([Partitioned] queues its waiters in the process and
+// takes all three.) Every other option a constructor is given takes effect,
+// or the constructor refuses it: Options.LeaseTTL is for the semaphores
+// only, Options.Fallback for OnError: UseFallback only.
 // Concurrent decisions for one key in one process are coalesced into one
 // script call.
 //
 // # When Redis cannot decide
 //
-// A Redis error never admits silently. A round trip is bounded: by
-// Options.Timeout (DefaultTimeout when zero) with a client that honours
-// context deadlines (go-redis's ContextTimeoutEnabled, recommended), else
-// by the client's own ReadTimeout unless Options.Timeout is set. An error or
-// a timeout is handled by Options.OnError:
+// A Redis error never admits silently. Every round trip ends within
+// Options.Timeout (DefaultTimeout when zero), whatever the failure: a
+// refused or unreachable server, a client pool with no free connection, a
+// stalled server, a server killed mid-call. An error or a timeout is
+// handled by Options.OnError:
 // FailClosed (the default) refuses with an error wrapping [ErrUnavailable]
 // and the cause, FailOpen grants, and UseFallback asks Options.Fallback, a
-// local limiter. A script is sent again only when Redis answers NOSCRIPT
-// (its script cache was flushed); never after a failure that may have
-// committed, which would count a decision twice.
+// local limiter. This package sends a script again only when Redis answers
+// NOSCRIPT (its script cache was flushed); never after a failure that may
+// have committed, which would count a decision twice. (go-redis itself
+// resends a command whose connection broke, up to its MaxRetries, within
+// the same Timeout: a rate limiter's decision counted twice spends its
+// permits twice, which keeps the bound; a semaphore's is not counted
+// twice. MaxRetries: -1 turns that off.)
 //
 // A decision whose answer was lost (a timeout) may still have been made in
 // Redis: a rate limiter's permits are then spent without being granted (the
@@ -77,15 +115,24 @@
 // RateLimit header fields, see limiter.Quoter) is the limit's state as the
 // last script call in this process reported it, with no round trip of its
 // own.
+// Options.OnDecision is told of every decision that asked Redis (and of
+// every Partitioned lease sync): how long it took, why Redis could not
+// decide, and who decided ([DecisionInfo]), for metrics.
 //
 // # Keys and Redis Cluster
 //
 // Options.Key and the keys given to For may come from clients (an IP
 // address, an API key, a tenant name). They are encoded so that no input
-// can reach another limit's Redis key or choose its own cluster slot, and
-// long inputs are hashed, so a key's length is bounded. Every Redis key of
-// one limit carries the same hash tag, so each script touches one slot and
-// works unchanged on Redis Cluster.
+// can reach another limit's Redis key or end or open a hash tag, and long
+// inputs are hashed, so a key's length is bounded. Every Redis key of one
+// limit carries one hash tag, so each script touches one slot and works
+// unchanged on Redis Cluster. The tag follows Redis Cluster's own rule: it
+// is Options.Key (for a keyed limiter, the key given to For), or, when
+// that contains a non-empty "{…}", the part between the first '{' and the
+// next '}'. Limits whose keys name one tag share a slot: the For results of
+// two keyed limiters for one key, plain limiters keyed "{acme}day" and
+// "{acme}second", a tenant's For("acme") and its user's For("{acme}alice").
+// [Chain] needs that on Cluster.
 //
 // # Deciding locally: Partitioned
 //

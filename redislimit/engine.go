@@ -18,17 +18,18 @@ import (
 // the Redis keys of one limit, and how the script's reply reads. Every
 // script answers {now, a, b, r1, …, rk}: now is Redis's clock (µs) at the
 // decision, a and b describe the limit's state for Quota, and ri is request
-// i's outcome: 0 granted, > 0 refused with a wait the algorithm converts, -1
-// refused with no known wait.
+// i's outcome: 0 granted, > 0 refused with a wait in µs, -1 refused with no
+// known wait.
 type algorithm struct {
-	kind     string   // names the algorithm in its Redis keys: "tb", "fw", "sl", "cc"
-	suffixes []string // one per Redis key of a limit
-	script   *script
-	args     []any // the script's arguments before the requests'
-	max      int64 // the most permits one request can be granted
+	kind   string // names the algorithm in its Redis keys: "tb", "fw", "sl", "cc"
+	suffix string // the suffix of a limit's first Redis key
+	two    bool   // a limit has two Redis keys: the first without its suffix is the second
+	script *redis.Script
+	args   []any // the script's arguments before the requests'
+	max    int64 // the most permits one request can be granted
 
+	mod   string                         // the Lua module of a rate algorithm (lua.go), for Chain; "" for the semaphore
 	quota func(a, b int64) limiter.Quota // reads a reply's a and b
-	retry func(x int64) time.Duration    // converts a refusal's x > 0 into its wait
 }
 
 // maxBatch caps the requests coalesced into one script call.
@@ -38,12 +39,10 @@ const maxBatch = 256
 // key): it coalesces concurrent decisions for one limit into one script
 // call, applies the error policy, and keeps the local counters.
 type engine struct {
-	o       Options
-	c       redis.UniversalClient
-	sync    bool // round trips run in the caller: c honours context deadlines, or Timeout was left to the client
-	timeout time.Duration
-	alg     algorithm
-	queue   limiter.QueueOptions
+	o     Options
+	rc    caller
+	alg   algorithm
+	queue limiter.QueueOptions
 
 	done      chan struct{}
 	closeOnce sync.Once
@@ -51,8 +50,7 @@ type engine struct {
 
 	granted, rejected, queued, waiters atomic.Int64
 
-	mu      sync.Mutex
-	flights map[string]*flight // by hash tag: a decision is on its way
+	fl flights // by a limit's first Redis key
 
 	cc *ccState // NewConcurrency only
 
@@ -67,9 +65,23 @@ type engine struct {
 	onRelease, onRenew func(now int64)
 }
 
+// flights coalesces decisions: while a script call for one limit (or one
+// chain) is on its way, the requests that come for it wait and go together
+// in the next call, run by the first of them. The zero value is ready.
+type flights struct {
+	mu sync.Mutex
+	m  map[string]*flight // by the limit's name: a decision is on its way
+}
+
 // flight is a script call on its way for one limit and the requests that
 // will go in the next one.
 type flight struct{ pending []*request }
+
+// batcher runs one script call for a batch of requests of one limit and
+// stores every request's result.
+type batcher interface {
+	call(ctx context.Context, batch []*request)
+}
 
 // request is one caller's decision: its script argument and, once the
 // flight is back, its result. A caller handed lead runs the next flight.
@@ -85,12 +97,14 @@ type result struct {
 	granted bool
 	wait    time.Duration // refused: when to retry; < 0 unknown
 	now     int64         // Redis time of the decision, µs
+	who     int           // a refused chain decision: the member whose wait is wait
 	quota   limiter.Quota
 	err     error
 }
 
 var requestPool = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
 
+// validQueue checks queue options as package limiter does.
 func validQueue(q limiter.QueueOptions) error {
 	if q.Limit < 0 {
 		return optErr("Queue.Limit", "must not be negative, got %d", q.Limit)
@@ -104,68 +118,95 @@ func validQueue(q limiter.QueueOptions) error {
 	return nil
 }
 
+// roundTripQueue checks the queue options of a limiter that decides in
+// Redis: Limit caps this process's waiting permits; the order of waiters
+// and a precise end of a local wait mean nothing for it (a waiter asks
+// Redis again after the wait Redis said, in a race with every process), so
+// NewestFirst and a Spin are refused.
+func roundTripQueue(q limiter.QueueOptions) error {
+	if err := validQueue(q); err != nil {
+		return err
+	}
+	if q.Order != limiter.OldestFirst {
+		return optErr("Queue.Order", "must be OldestFirst (the zero value): a limiter that decides in Redis does not order its waiters, which race with every process's (NewPartitioned queues its waiters locally and takes NewestFirst)")
+	}
+	if q.Spin != 0 {
+		return optErr("Queue.Spin", "must be zero: a limiter that decides in Redis waits for Redis's answer, not for a local instant (NewPartitioned takes a Spin), got %v", q.Spin)
+	}
+	return nil
+}
+
 // newEngine returns the engine of a limiter whose algorithm alg makes, or
 // an *limiter.OptionError naming the first invalid option: Options' first,
 // then the algorithm's, then the queue's.
-func newEngine(o Options, q limiter.QueueOptions, alg func() (algorithm, error)) (*engine, error) {
-	if err := o.validate(); err != nil {
+func newEngine(o Options, q limiter.QueueOptions, leases bool, alg func() (algorithm, error)) (*engine, error) {
+	if err := o.validate(leases); err != nil {
 		return nil, err
 	}
 	a, err := alg()
 	if err != nil {
 		return nil, err
 	}
-	if err := validQueue(q); err != nil {
+	if err := roundTripQueue(q); err != nil {
 		return nil, err
 	}
 	return &engine{
-		o: o, c: o.Client, sync: o.Timeout == 0 || honoursDeadlines(o.Client), timeout: o.timeout(),
-		alg: a, queue: q, done: make(chan struct{}), flights: make(map[string]*flight),
+		o: o, rc: newCaller(o.Client, o.timeout()),
+		alg: a, queue: q, done: make(chan struct{}),
 	}, nil
 }
 
-// handle is one limit of an engine: its hash tag, its Redis keys, and the
-// quota its last decision reported.
+// handle is one limit of an engine: its Redis keys, and the quota its last
+// decision reported. keys[0] names the limit.
 type handle struct {
 	e    *engine
-	tag  string
 	keys []string
+	karr [2]string
 
 	qmu  sync.Mutex
 	q    limiter.Quota
 	qnow int64     // Redis time of q
 	qat  time.Time // local time q arrived
+
+	buf [keyBuf]byte // the bytes of keys, when they fit
 }
 
+// handle returns a new handle of the limit named Options.Key and, for a
+// keyed limiter, sub.
 func (e *engine) handle(sub string, keyed bool) *handle {
-	tag := hashTag(e.o.Key, sub, keyed)
-	keys := make([]string, len(e.alg.suffixes))
-	for i, s := range e.alg.suffixes {
-		keys[i] = redisKey(e.alg.kind, tag, s)
-	}
-	return &handle{e: e, tag: tag, keys: keys}
+	h := &handle{}
+	e.initHandle(h, sub, keyed)
+	return h
 }
 
-// decide gets one request decided, coalesced with the concurrent requests
-// for the same limit: the first caller runs the script call; those who come
-// while it is on its way wait and go together in the next call, run by the
-// first of them.
-func (e *engine) decide(h *handle, arg string) result {
+func (e *engine) initHandle(h *handle, sub string, keyed bool) {
+	h.e = e
+	h.setKeys(e.alg.kind, e.o.Key, sub, keyed, e.alg.suffix, e.alg.two)
+}
+
+// decide gets one request decided by b, coalesced with the concurrent
+// requests for the same limit (id): the first caller runs the script call;
+// those who come while it is on its way wait and go together in the next
+// call, run by the first of them.
+func (fs *flights) decide(ctx context.Context, id string, b batcher, arg string) result {
 	r := requestPool.Get().(*request)
 	r.arg = arg
-	e.mu.Lock()
-	if f, busy := e.flights[h.tag]; busy {
+	fs.mu.Lock()
+	if f, busy := fs.m[id]; busy {
 		f.pending = append(f.pending, r)
-		e.mu.Unlock()
+		fs.mu.Unlock()
 		<-r.done
 		if batch := r.lead; batch != nil {
 			r.lead = nil
-			e.fly(h, batch)
+			fs.fly(ctx, id, b, batch)
 		}
 	} else {
-		e.flights[h.tag] = &flight{}
-		e.mu.Unlock()
-		e.fly(h, []*request{r})
+		if fs.m == nil {
+			fs.m = make(map[string]*flight)
+		}
+		fs.m[id] = &flight{}
+		fs.mu.Unlock()
+		fs.fly(ctx, id, b, []*request{r})
 	}
 	res := r.res
 	r.res = result{}
@@ -175,10 +216,10 @@ func (e *engine) decide(h *handle, arg string) result {
 
 // fly runs batch (led by batch[0], the caller) as one script call, hands
 // the next batch to its first member, and wakes the others of batch.
-func (e *engine) fly(h *handle, batch []*request) {
-	e.call(h, batch)
-	e.mu.Lock()
-	f := e.flights[h.tag]
+func (fs *flights) fly(ctx context.Context, id string, b batcher, batch []*request) {
+	b.call(ctx, batch)
+	fs.mu.Lock()
+	f := fs.m[id]
 	next := f.pending
 	if len(next) > maxBatch {
 		f.pending = append([]*request(nil), next[maxBatch:]...)
@@ -187,9 +228,9 @@ func (e *engine) fly(h *handle, batch []*request) {
 		f.pending = nil
 	}
 	if len(next) == 0 {
-		delete(e.flights, h.tag)
+		delete(fs.m, id)
 	}
-	e.mu.Unlock()
+	fs.mu.Unlock()
 	if len(next) > 0 {
 		next[0].lead = next
 		next[0].done <- struct{}{}
@@ -199,20 +240,22 @@ func (e *engine) fly(h *handle, batch []*request) {
 	}
 }
 
+// decide gets one request of h's limit decided.
+func (h *handle) decide(ctx context.Context, arg string) result {
+	return h.e.fl.decide(ctx, h.keys[0], h, arg)
+}
+
+// call runs one script call for batch of h's limit.
+func (h *handle) call(ctx context.Context, batch []*request) { h.e.call(ctx, h, batch) }
+
 // call runs one script call for batch and stores every request's result.
-func (e *engine) call(h *handle, batch []*request) {
+func (e *engine) call(ctx context.Context, h *handle, batch []*request) {
 	args := make([]any, 0, len(e.alg.args)+len(batch))
 	args = append(args, e.alg.args...)
 	for _, r := range batch {
 		args = append(args, r.arg)
 	}
-	late := e.late(h, batch)
-	v, err := boundedTrip(e.sync, e.c, e.timeout, e.alg.script, late, h.keys, args...)
-	if err != nil && e.sync && late != nil {
-		// The call may have committed before it failed: give back what it may
-		// have granted.
-		go late(nil, err)
-	}
+	v, err := e.rc.run(ctx, e.alg.script, e.late(h, batch), h.keys, args...)
 	var vals []int64
 	if err == nil {
 		vals, err = ints(v, 3+len(batch))
@@ -232,7 +275,7 @@ func (e *engine) call(h *handle, batch []*request) {
 		case x < 0:
 			res.wait = -1
 		default:
-			res.wait = e.alg.retry(x)
+			res.wait = time.Duration(x) * time.Microsecond
 		}
 		r.res = res
 	}
@@ -252,7 +295,7 @@ func (e *engine) late(h *handle, batch []*request) func(any, error) {
 	// Releasing a member Redis does not hold does nothing, so the members are
 	// released whatever the reply said.
 	return func(any, error) {
-		roundTrip(context.Background(), e.c, e.timeout, ccReleaseScript, h.keys, members...)
+		e.rc.run(context.Background(), ccReleaseScript, nil, h.keys, members...)
 	}
 }
 
@@ -315,12 +358,8 @@ func (h *handle) tryAcquire(n int) limiter.Lease {
 		e.rejected.Add(1)
 		return limiter.Denied(err, 0)
 	}
-	if n == 0 {
-		e.granted.Add(1)
-		return limiter.NewLease(0, nil)
-	}
 	arg := e.requestArg(n)
-	res := e.decide(h, arg)
+	res := h.ask(context.Background(), arg)
 	if res.err != nil {
 		l := e.o.policyTry(n, res.err)
 		e.count(l.Granted())
@@ -332,7 +371,7 @@ func (h *handle) tryAcquire(n int) limiter.Lease {
 		if e.onGrant != nil {
 			e.onGrant(res.now, n)
 		}
-		return e.grant(h, n, arg)
+		return e.grant(h, n, arg, res.now)
 	}
 	e.rejected.Add(1)
 	if e.onDeny != nil {
@@ -358,12 +397,32 @@ func (e *engine) requestArg(n int) string {
 	return strconv.Itoa(n)
 }
 
-// grant returns the lease of a granted request.
-func (e *engine) grant(h *handle, n int, arg string) limiter.Lease {
-	if e.cc != nil {
+// grant returns the lease of a request granted at Redis time at: a
+// semaphore's holds its permits (a zero-permit grant holds nothing: its
+// script did not record it); a rate limiter's can be settled.
+func (e *engine) grant(h *handle, n int, arg string, at int64) limiter.Lease {
+	switch {
+	case e.cc == nil:
+		return limiter.NewLease(n, &rateLease{h: h, at: at})
+	case n > 0:
 		return e.cc.hold(e, h, n, arg)
 	}
-	return limiter.NewLease(n, nil)
+	return limiter.NewLease(0, nil)
+}
+
+// rateLease is a rate limiter's granted lease, which can be settled.
+type rateLease struct {
+	h  *handle
+	at int64 // Redis time of the grant, µs
+}
+
+// ReleasePermits does nothing: a rate limiter's permits are spent.
+func (*rateLease) ReleasePermits(int) {}
+
+// SettlePermits settles the grant in Redis, in one round trip; see the
+// package doc, Settling.
+func (l *rateLease) SettlePermits(granted, actual int) {
+	l.h.decide(context.Background(), settleArg(granted, actual, l.at))
 }
 
 func (h *handle) acquire(ctx context.Context, n int) (limiter.Lease, error) {
@@ -379,22 +438,17 @@ func (h *handle) acquire(ctx context.Context, n int) (limiter.Lease, error) {
 		e.rejected.Add(1)
 		return limiter.Denied(err, 0), err
 	}
-	if n == 0 {
-		e.granted.Add(1)
-		return limiter.NewLease(0, nil), nil
-	}
-	if e.queue.Limit > 0 {
-		if e.queued.Add(int64(n)) > int64(e.queue.Limit) {
-			e.queued.Add(-int64(n))
-			e.rejected.Add(1)
-			return limiter.Denied(limiter.ErrQueueFull, 0), limiter.ErrQueueFull
-		}
-	} else {
-		e.queued.Add(int64(n))
+	// A zero-permit request counts as one in the queue, as in package
+	// limiter.
+	q := int64(max(n, 1))
+	if e.queued.Add(q) > int64(e.queue.Limit) && e.queue.Limit > 0 {
+		e.queued.Add(-q)
+		e.rejected.Add(1)
+		return limiter.Denied(limiter.ErrQueueFull, 0), limiter.ErrQueueFull
 	}
 	e.waiters.Add(1)
 	defer func() {
-		e.queued.Add(-int64(n))
+		e.queued.Add(-q)
 		e.waiters.Add(-1)
 	}()
 	l, err := h.wait(ctx, n)
@@ -408,7 +462,7 @@ func (h *handle) wait(ctx context.Context, n int) (limiter.Lease, error) {
 	e := h.e
 	arg := e.requestArg(n)
 	for attempt := 0; ; attempt++ {
-		res := e.decide(h, arg)
+		res := h.ask(ctx, arg)
 		if res.err != nil {
 			return e.o.policyAcquire(ctx, n, res.err)
 		}
@@ -417,18 +471,24 @@ func (h *handle) wait(ctx context.Context, n int) (limiter.Lease, error) {
 			if e.onGrant != nil {
 				e.onGrant(res.now, n)
 			}
-			return e.grant(h, n, arg), nil
+			return e.grant(h, n, arg, res.now), nil
 		}
-		d := jitter(res.wait, attempt)
-		if dl, ok := ctx.Deadline(); ok && res.wait >= 0 && time.Until(dl) < res.wait {
-			err := fmt.Errorf("redislimit: the wait of %v for %d permits would outlast the context's deadline: %w",
-				res.wait, n, context.DeadlineExceeded)
-			return limiter.Denied(err, res.wait), err
-		}
-		if err := e.sleep(ctx, d); err != nil {
-			return limiter.Denied(err, 0), err
+		if err := pause(ctx, n, res.wait, attempt, e.sleep); err != nil {
+			return limiter.Denied(err, max(res.wait, 0)), err
 		}
 	}
+}
+
+// pause waits after a refusal while Acquire waits: the wait Redis said,
+// jittered (see jitter), with sleep; it fails at once with an error
+// wrapping context.DeadlineExceeded when that wait is past ctx's deadline,
+// and with sleep's error when ctx ends or the limiter closes first.
+func pause(ctx context.Context, n int, wait time.Duration, attempt int, sleep func(context.Context, time.Duration) error) error {
+	if dl, ok := ctx.Deadline(); ok && wait >= 0 && time.Until(dl) < wait {
+		return fmt.Errorf("redislimit: the wait of %v for %d permits would outlast the context's deadline: %w",
+			wait, n, context.DeadlineExceeded)
+	}
+	return sleep(ctx, jitter(wait, attempt))
 }
 
 // jitter returns the wait before asking again. The first wait is the

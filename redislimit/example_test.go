@@ -85,3 +85,42 @@ func ExampleKeyed_For() {
 	// bob: granted 1
 	// }{evil: granted 1
 }
+
+// Each tenant may make 2 calls a second and 3 a day. One script call
+// decides both at once: a call the daily quota refuses takes nothing from
+// the per-second bucket.
+func ExampleChain() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr()})
+	defer client.Close()
+	perSecond, _ := redislimit.NewKeyedTokenBucket(
+		redislimit.Options{Client: client, Key: "example/per-second"},
+		limiter.TokenBucketOptions{Rate: limiter.Per(2, time.Second), Burst: 2})
+	perDay, _ := redislimit.NewKeyedSlidingLog(
+		redislimit.Options{Client: client, Key: "example/per-day"},
+		limiter.SlidingLogOptions{Limit: 3, Window: 24 * time.Hour})
+	defer perSecond.Close()
+	defer perDay.Close()
+	lim, err := redislimit.Chain(perSecond.For("acme"), perDay.For("acme"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// Three calls within a second: the bucket's burst of 2, then a wait.
+	for i := range 3 {
+		if _, err := lim.Acquire(context.Background(), 1); err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Printf("call %d: granted\n", i+1)
+	}
+	lease := lim.TryAcquire(1)
+	var refused *redislimit.ChainRefusal
+	if errors.As(lease.Err(), &refused) {
+		fmt.Printf("call 4: refused by member %d, retry in about %v\n", refused.Index, lease.RetryAfter().Round(time.Hour))
+	}
+	// Output:
+	// call 1: granted
+	// call 2: granted
+	// call 3: granted
+	// call 4: refused by member 1, retry in about 24h0m0s
+}

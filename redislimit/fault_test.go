@@ -358,3 +358,23 @@ func TestGuardRestarts(t *testing.T) {
 		t.Fatal("a guarded semaphore granted on a server younger than its lease TTL")
 	}
 }
+
+// waitUptime waits until s reports an uptime of at least up seconds.
+func waitUptime(t *testing.T, s *redistest.Server, up int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Duration(up+2) * time.Second)
+	for time.Now().Before(deadline) {
+		v, err := s.Do("INFO", "server")
+		if info, ok := v.(string); err == nil && ok && infoUptime(info) >= up {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Fatalf("the server's uptime did not reach %ds", up)
+}
+
+func infoUptime(info string) int {
+	_, rest, _ := strings.Cut(info, "uptime_in_seconds:")
+	n, _ := strconv.Atoi(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]))
+	return n
+}

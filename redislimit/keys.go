@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
+	"unsafe"
 )
 
 // maxKeyPart is the longest encoded key part kept as it is; longer parts
@@ -13,20 +14,16 @@ const maxKeyPart = 64
 
 // keySafe reports whether c is kept as it is in an encoded key part. Every
 // other byte is escaped as %XX. '{', '}' (hash tags), '%' (the escape),
-// '/' (the separator of a keyed limit's parts) and '~' (the mark of a
-// hashed part) are never safe, so encodings are injective and no input
-// can end or open a hash tag.
+// '/' and '=' (the separators of a key's parts) and '~' (the mark of a
+// hashed part) are never safe, so encodings are injective and no input can
+// end or open a hash tag.
 func keySafe(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
 		c == '-' || c == '_' || c == '.' || c == ':' || c == '@' || c == '[' || c == ']'
 }
 
-// encodeKeyPart encodes s, which may come from a client, for use inside a
-// hash tag: safe bytes are kept, others become %XX, and a result longer
-// than maxKeyPart is replaced by "~" and the hex SHA-256 of s. Distinct
-// inputs give distinct parts (up to SHA-256 collisions), and no part
-// contains '{', '}' or '/'.
-func encodeKeyPart(s string) string {
+// encodedLen is the length of s's encoding before hashing.
+func encodedLen(s string) int {
 	n := 0
 	for i := 0; i < len(s); i++ {
 		if keySafe(s[i]) {
@@ -35,47 +32,112 @@ func encodeKeyPart(s string) string {
 			n += 3
 		}
 	}
-	if n > maxKeyPart {
+	return n
+}
+
+// appendKeyPart appends the encoding of s, which may come from a client,
+// to dst: safe bytes are kept, others become %XX, and an encoding longer
+// than maxKeyPart is replaced by "~" and the hex SHA-256 of s. Distinct
+// inputs give distinct parts (up to SHA-256 collisions), and no part
+// contains '{', '}', '/' or '='.
+func appendKeyPart(dst []byte, s string) []byte {
+	if encodedLen(s) > maxKeyPart {
 		sum := sha256.Sum256([]byte(s))
-		return "~" + hex.EncodeToString(sum[:])
-	}
-	if n == len(s) {
-		return s
+		dst = append(dst, '~')
+		return hex.AppendEncode(dst, sum[:])
 	}
 	const digits = "0123456789ABCDEF"
-	var b strings.Builder
-	b.Grow(n)
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if keySafe(c) {
-			b.WriteByte(c)
+			dst = append(dst, c)
 			continue
 		}
-		b.WriteByte('%')
-		b.WriteByte(digits[c>>4])
-		b.WriteByte(digits[c&15])
+		dst = append(dst, '%', digits[c>>4], digits[c&15])
 	}
-	return b.String()
+	return dst
 }
 
-// hashTag returns the hash tag, braces included, of the limit named key
-// (Options.Key) and, for a keyed limiter, sub (the key given to For;
-// keyed is false for a plain limiter). A plain limit's tag never contains
-// '/' and a keyed one's always does, so the two never meet; every Redis key
-// of one limit starts with the same tag, so its scripts touch one cluster
-// slot.
-func hashTag(key, sub string, keyed bool) string {
-	t := "{" + encodeKeyPart(key)
+// encodeKeyPart returns appendKeyPart's encoding of s.
+func encodeKeyPart(s string) string { return string(appendKeyPart(nil, s)) }
+
+// tagOf returns the part of key that names its hash tag, by Redis
+// Cluster's rule: what lies between the first '{' and the first '}' after
+// it, when that is not empty; else the whole key.
+func tagOf(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key[i+1 : i+1+j]
+		}
+	}
+	return key
+}
+
+// appendRedisKey appends the Redis key of one limit to dst:
+//
+//	rategate:<kind>:{<tag>}<id><suffix>
+//
+// kind names the algorithm ("tb", "fw", "sl", "cc", "pt"), so limiters of
+// different algorithms given the same Options.Key never share state. The
+// hash tag is the encoding of tagOf(key) for a plain limit (key is
+// Options.Key) and of tagOf(sub) for a keyed one (sub is the key given to
+// For), so every Redis key of one limit lands in one cluster slot, and
+// limits whose keys name one tag ("{acme}day", "{acme}second") share it. id
+// tells apart the limits of one tag: nothing for a plain limit whose key is
+// its tag, "=" and the key's encoding for another plain limit, "/", the
+// encoding of Options.Key, "/" and that of sub for a keyed limit. Encoded
+// parts contain none of '{', '}', '/', '=', so no two limits share a key.
+// suffix tells apart the keys of one limit.
+func appendRedisKey(dst []byte, kind, key, sub string, keyed bool, suffix string) []byte {
+	dst = append(dst, "rategate:"...)
+	dst = append(dst, kind...)
+	dst = append(dst, ":{"...)
+	whole := key
 	if keyed {
-		t += "/" + encodeKeyPart(sub)
+		whole = sub
 	}
-	return t + "}"
+	tag := tagOf(whole)
+	dst = appendKeyPart(dst, tag)
+	dst = append(dst, '}')
+	switch {
+	case keyed:
+		dst = append(dst, '/')
+		dst = appendKeyPart(dst, key)
+		dst = append(dst, '/')
+		dst = appendKeyPart(dst, sub)
+	case tag != key:
+		dst = append(dst, '=')
+		dst = appendKeyPart(dst, key)
+	}
+	return append(dst, suffix...)
 }
 
-// redisKey returns the Redis key of one limit: "rategate:" + kind + ":" +
-// the hash tag + suffix. kind names the algorithm ("tb", "fw", "sl",
-// "cc", "pt"), so limiters of different algorithms given the same
-// Options.Key never share state; suffix tells apart the keys of one limit.
-func redisKey(kind, tag, suffix string) string {
-	return "rategate:" + kind + ":" + tag + suffix
+// redisKey returns appendRedisKey's key.
+func redisKey(kind, key, sub string, keyed bool, suffix string) string {
+	return string(appendRedisKey(nil, kind, key, sub, keyed, suffix))
+}
+
+// keyBuf is the room for a limit's Redis keys inside its handle: enough for
+// the usual keys (an address, a tenant's name), so that making the handle
+// is one allocation; longer keys get a string of their own.
+const keyBuf = 120
+
+// setKeys writes the Redis keys of the limit named key and sub into h, in
+// h.buf when they fit. A limit has one key, or two when alg has a suffix:
+// the first is the second followed by the suffix (the log of a strict log,
+// the holders of a semaphore), so both are one string.
+func (h *handle) setKeys(kind, key, sub string, keyed bool, suffix string, two bool) {
+	b := appendRedisKey(h.buf[:0], kind, key, sub, keyed, suffix)
+	var full string
+	if &b[0] == &h.buf[0] { // it fitted: the string shares h's memory
+		full = unsafe.String(&b[0], len(b))
+	} else {
+		full = string(b)
+	}
+	h.karr[0] = full
+	h.keys = h.karr[:1]
+	if two {
+		h.karr[1] = full[:len(full)-len(suffix)]
+		h.keys = h.karr[:2]
+	}
 }

@@ -30,16 +30,34 @@ func TestEncodeKeyPart(t *testing.T) {
 	}
 }
 
-func TestHashTag(t *testing.T) {
-	if a, b := hashTag("k", "", false), hashTag("k", "", true); a == b {
-		t.Errorf("a plain and a keyed limit share the tag %q", a)
+func TestRedisKey(t *testing.T) {
+	for _, tc := range []struct {
+		kind, key, sub string
+		keyed          bool
+		suffix, want   string
+	}{
+		{"tb", "api", "", false, "", "rategate:tb:{api}"},
+		{"sl", "api", "", false, ":log", "rategate:sl:{api}:log"},
+		{"tb", "{acme}day", "", false, "", "rategate:tb:{acme}=%7Bacme%7Dday"},
+		{"sl", "api", "}{x", true, ":log", "rategate:sl:{%7D%7Bx}/api/%7D%7Bx:log"},
+		{"sl", "api", "{acme}alice", true, "", "rategate:sl:{acme}/api/%7Bacme%7Dalice"},
+		{"tb", "{}", "", false, "", "rategate:tb:{%7B%7D}"}, // an empty tag: the whole key
+	} {
+		if k := redisKey(tc.kind, tc.key, tc.sub, tc.keyed, tc.suffix); k != tc.want {
+			t.Errorf("redisKey(%q, %q, %q, %v, %q) = %q, want %q", tc.kind, tc.key, tc.sub, tc.keyed, tc.suffix, k, tc.want)
+		}
 	}
-	// A sub-key cannot reach another Options.Key's limit.
-	if a, b := hashTag("a/b", "c", true), hashTag("a", "b/c", true); a == b {
-		t.Errorf("two limits share the tag %q", a)
-	}
-	if k := redisKey("sl", hashTag("api", "}{x", true), ":log"); k != "rategate:sl:{api/%7D%7Bx}:log" {
-		t.Errorf("redisKey = %q", k)
+	// No two limits share a key: a plain and a keyed one, or keys that
+	// move a separator.
+	for _, pair := range [][2]string{
+		{redisKey("tb", "k", "", false, ""), redisKey("tb", "k", "k", true, "")},
+		{redisKey("tb", "a/b", "c", true, ""), redisKey("tb", "a", "b/c", true, "")},
+		{redisKey("tb", "{t}a=b", "", false, ""), redisKey("tb", "{t}a", "", false, "=b")},
+		{redisKey("tb", "{k}", "", false, ""), redisKey("tb", "k", "", false, "")},
+	} {
+		if pair[0] == pair[1] {
+			t.Errorf("two limits share the key %q", pair[0])
+		}
 	}
 }
 
@@ -60,8 +78,13 @@ func FuzzEncodeKeyPart(f *testing.F) {
 		if a != b && ea == eb {
 			t.Fatalf("%q and %q both encode to %q", a, b, ea)
 		}
-		if tag := hashTag(a, b, true); strings.Count(tag, "{") != 1 || strings.Count(tag, "}") != 1 {
-			t.Fatalf("hashTag(%q, %q) = %q", a, b, tag)
+		for _, k := range []string{redisKey("sl", a, b, true, ":log"), redisKey("sl", a, "", false, ""), redisKey("tb", b, a, true, "")} {
+			if strings.Count(k, "{") != 1 || strings.Count(k, "}") != 1 {
+				t.Fatalf("the Redis key %q has more than one hash tag", k)
+			}
+		}
+		if redisKey("tb", a, "", false, "") == redisKey("tb", b, "", false, "") && a != b {
+			t.Fatalf("%q and %q share a Redis key", a, b)
 		}
 	})
 }
@@ -76,7 +99,7 @@ func FuzzOptions(f *testing.F) {
 		if client {
 			o.Client = newClient(t)
 		}
-		err := o.validate()
+		err := o.validate(ttl%2 == 0)
 		if err == nil {
 			return
 		}
@@ -88,3 +111,26 @@ func FuzzOptions(f *testing.F) {
 }
 
 func timeDur(n int64) time.Duration { return time.Duration(n) }
+
+// For allocates at most once: the key's limiter, its Redis keys inside it.
+func TestKeyedForAllocs(t *testing.T) {
+	c := newClient(t)
+	for _, k := range []*Keyed{
+		must(NewKeyedTokenBucket(Options{Client: c, Key: "api"}, limiter.TokenBucketOptions{Rate: limiter.Per(1, time.Second), Burst: 1})),
+		must(NewKeyedSlidingLog(Options{Client: c, Key: "api per tenant"}, limiter.SlidingLogOptions{Limit: 1, Window: time.Second})),
+	} {
+		defer k.Close()
+		for _, key := range []string{"203.0.113.7", "2001:db8::1", "tenant a/user b", strings.Repeat("k", 40)} {
+			if a := testing.AllocsPerRun(100, func() { k.For(key) }); a > 1 {
+				t.Errorf("For(%q) allocates %.0f times", key, a)
+			}
+		}
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

@@ -248,7 +248,7 @@ func TestKeyedLimitsAreSeparateAndExpire(t *testing.T) {
 			t.Fatalf("%q: a third grant", key)
 		}
 	}
-	h := k.For(evil).(*keyLimiter).h
+	h := &k.For(evil).(*keyLimiter).h
 	if strings.Count(h.keys[0], "{") != 1 || strings.Count(h.keys[0], "}") != 1 {
 		t.Fatalf("Redis key %q has more than one hash tag", h.keys[0])
 	}
@@ -316,7 +316,9 @@ func TestCoalescing(t *testing.T) {
 
 func TestConcurrencyReleaseAndRenew(t *testing.T) {
 	c := newClient(t)
-	o := Options{Client: c, Key: uniqueKey(t), LeaseTTL: 60 * time.Millisecond}
+	// Renewed every TTL/3, a lease survives a renewal as late as 2/3 TTL:
+	// 100ms, for a loaded machine (or -race).
+	o := Options{Client: c, Key: uniqueKey(t), LeaseTTL: 150 * time.Millisecond}
 	a, err := NewConcurrency(o, limiter.ConcurrencyOptions{Limit: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -328,7 +330,7 @@ func TestConcurrencyReleaseAndRenew(t *testing.T) {
 	if !l1.Granted() || !l2.Granted() {
 		t.Fatal(l1.Err(), l2.Err())
 	}
-	time.Sleep(300 * time.Millisecond) // five TTLs: the leases live by renewal
+	time.Sleep(750 * time.Millisecond) // five TTLs: the leases live by renewal
 	if l := b.TryAcquire(1); l.Granted() {
 		t.Fatal("a third permit while two leases are renewed")
 	}

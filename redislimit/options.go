@@ -67,24 +67,32 @@ type Options struct {
 	Client redis.UniversalClient
 	// Key names the limit. Every process that uses the same Key (and the
 	// same algorithm) shares one limit. Required; any string: it is encoded
-	// into a Redis key of bounded length with its own hash tag.
+	// into a Redis key of bounded length. Its hash tag (its cluster slot) is
+	// the Key, or the part between its first '{' and the next '}' when not
+	// empty, as in Redis Cluster; see the package doc, Keys and Redis
+	// Cluster.
 	Key string
 	// OnError is what happens when Redis cannot decide: FailClosed (the
 	// zero value), FailOpen or UseFallback.
 	OnError ErrorPolicy
-	// Fallback decides while Redis cannot, with UseFallback (it is not used
-	// otherwise). It is typically a local limiter sized for this process's
+	// Fallback decides while Redis cannot, with UseFallback (with another
+	// OnError, constructors refuse it). It is typically a local limiter sized for this process's
 	// share of the limit.
 	Fallback limiter.Limiter
-	// Timeout bounds one round trip to Redis: a server that does not answer
-	// within it is an error (see OnError). Zero means DefaultTimeout with a
-	// client that honours context deadlines (ContextTimeoutEnabled, which
-	// is recommended), and otherwise the client's own bound (go-redis's
-	// ReadTimeout, 3s by default). A Timeout set with a client that ignores
-	// context deadlines is kept by running each round trip in a goroutine of
-	// its own, which costs a goroutine hand-off per call.
+	// Timeout bounds every round trip to Redis, whatever the failure: a
+	// decision that Redis has not answered within it (the server refuses
+	// connections, cannot be reached, stalls or dies mid-call, or the
+	// client's pool has no free connection) is an error (see OnError),
+	// returned within Timeout. Zero means DefaultTimeout. Each round trip
+	// runs under context.WithTimeout. With a client that honours context
+	// deadlines (go-redis's ContextTimeoutEnabled, recommended) it runs in
+	// the calling goroutine; with one that does not, which would wait for a
+	// reply up to its own ReadTimeout, it runs in a goroutine of its own
+	// that the caller stops waiting for after Timeout, at the cost of a
+	// goroutine hand-off per call.
 	Timeout time.Duration
-	// LeaseTTL is, for NewConcurrency only, how long a holder's permits
+	// LeaseTTL is, for NewConcurrency and NewKeyedConcurrency only (other
+	// constructors refuse it), how long a holder's permits
 	// outlive its last renewal in Redis. Held leases are renewed every
 	// LeaseTTL/3 while held; a holder that crashes gives its permits back
 	// LeaseTTL after its last renewal. Zero means DefaultLeaseTTL.
@@ -98,6 +106,15 @@ type Options struct {
 	// server start, the first one included. The server's uptime comes from
 	// INFO; servers that do not answer INFO inside scripts are not guarded.
 	GuardRestarts bool
+	// OnDecision, when not nil, is called once for every decision that
+	// asked Redis (TryAcquire, each ask of a waiting Acquire, a Chain's
+	// decision for each of its members), and for Partitioned once for every
+	// lease sync, after the round trip and before OnError applies: with how
+	// long it took, the error if Redis could not decide, and who decided.
+	// It is for metrics (package otellimit), called on the deciding
+	// goroutine: it must be quick and must not block. It costs no
+	// allocation; without it the clock is not read.
+	OnDecision func(DecisionInfo)
 }
 
 func optErr(field, format string, args ...any) error {
@@ -105,8 +122,10 @@ func optErr(field, format string, args ...any) error {
 }
 
 // validate checks the options shared by every limiter of this package and
-// returns an *limiter.OptionError naming the first invalid field.
-func (o *Options) validate() error {
+// returns an *limiter.OptionError naming the first invalid field. leases
+// is true for the semaphores, the only limiters LeaseTTL is for; a field a
+// limiter would not use is refused when set.
+func (o *Options) validate(leases bool) error {
 	if o.Client == nil {
 		return optErr("Client", "a redis.UniversalClient is required")
 	}
@@ -115,6 +134,9 @@ func (o *Options) validate() error {
 	}
 	switch o.OnError {
 	case FailClosed, FailOpen:
+		if o.Fallback != nil {
+			return optErr("Fallback", "is used only with OnError: UseFallback, got OnError %v", o.OnError)
+		}
 	case UseFallback:
 		if o.Fallback == nil {
 			return optErr("Fallback", "is required with OnError: UseFallback")
@@ -124,6 +146,9 @@ func (o *Options) validate() error {
 	}
 	if o.Timeout < 0 {
 		return optErr("Timeout", "must not be negative, got %v", o.Timeout)
+	}
+	if o.LeaseTTL != 0 && !leases {
+		return optErr("LeaseTTL", "is for NewConcurrency and NewKeyedConcurrency (a Partitioned's is PartitionedOptions.LeaseTTL), got %v", o.LeaseTTL)
 	}
 	if o.LeaseTTL < 0 {
 		return optErr("LeaseTTL", "must not be negative, got %v", o.LeaseTTL)

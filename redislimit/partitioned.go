@@ -6,11 +6,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/rategate/rategate/internal/exact"
 	"github.com/rategate/rategate/internal/precise"
@@ -37,8 +36,16 @@ type PartitionedOptions struct {
 	// holder renews every LeaseTTL/3 and stops using a partition
 	// LeaseTTL/64 + 2ms before its lease can have expired. Zero means
 	// DefaultPartitionLeaseTTL; it must be at least MinPartitionLeaseTTL.
-	// (Options.LeaseTTL, for NewConcurrency, is not used.)
+	// (Options.LeaseTTL is for NewConcurrency: set here, not there.)
 	LeaseTTL time.Duration
+	// Queue says how this process's Acquire calls wait for the permits of
+	// its partitions, as in package limiter: Limit caps the permits waiting
+	// (a zero-permit call counting one; beyond it, ErrQueueFull), Order
+	// serves them OldestFirst (the default) or NewestFirst (a full queue
+	// then fails its oldest waiters), and Spin sets how long before its
+	// instant the head waiter waits precisely. The queue is this process's:
+	// waiters in other processes wait in their own.
+	Queue limiter.QueueOptions
 }
 
 const (
@@ -60,7 +67,8 @@ const (
 // margin after it sent the request that took or renewed it, so no partition
 // is ever used by two processes at once. A partition given back carries its
 // bucket's state (the Redis time at which it is full again) to its next
-// holder; one whose holder vanished comes back empty. Partitions flow to
+// holder; one never leased is full, so a new limit serves its burst at once;
+// one whose holder vanished comes back empty. Partitions flow to
 // demand: a process refused for want of capacity asks for more, one that
 // does not use its partitions gives them back, and holders above a max-min
 // fair share give back the excess when another process that wants more is
@@ -102,24 +110,24 @@ type Partitioned struct {
 	keeperRunning atomic.Bool
 	unavail       atomic.Pointer[error]
 
-	origin  time.Time
-	o       Options
-	po      PartitionedOptions
-	key     string
-	client  redis.UniversalClient
-	bounded bool // the client bounds a call by its context's deadline
-	owner   string
-	unit    int64 // scaled units one partition earns per ns
-	cost    int64 // scaled units one permit costs
-	ttl     time.Duration
-	margin  time.Duration
-	calls   atomic.Int64 // lease round trips
+	origin time.Time
+	o      Options
+	po     PartitionedOptions
+	key    string
+	rc     caller // a sync's round trip, within min(Options.Timeout, LeaseTTL/3)
+	owner  string
+	unit   int64 // scaled units one partition earns per ns
+	cost   int64 // scaled units one permit costs
+	ttl    time.Duration
+	margin time.Duration
+	calls  atomic.Int64 // lease round trips
 
 	mu      sync.Mutex
 	parts   []int // partitions in use, ascending
 	pending []pendingPart
-	queue   []*pwaiter
-	queued  int64
+	queue   []*pwaiter    // the head first
+	queued  int64         // permits waiting
+	qcost   int64         // permits waiting, a zero-permit waiter counting one (against Queue.Limit)
 	changed chan struct{} // closed and replaced when the held capacity changes
 	closed  bool
 	closeCh chan struct{}
@@ -131,6 +139,7 @@ type Partitioned struct {
 	excess        int   // partitions Redis asked us to give back
 	leaseDeadline int64 // ns since origin: when the leases of the last sync must no longer be used
 	lastSync      int64 // ns since origin
+	seenUntil     int64 // Redis µs: the hash must exist until then, by our last sync (0: none)
 	lastPermits   int64
 }
 
@@ -159,13 +168,14 @@ type pendingPart struct {
 
 type pwaiter struct {
 	n    int
-	turn chan struct{} // closed when the waiter is at the head of the queue
+	poke chan struct{} // one slot: look again (the waiter became the head, or was pushed out)
+	out  bool          // pushed out of a full NewestFirst queue; under mu
 }
 
 // NewPartitioned returns a Partitioned limiter that holds no partition yet,
 // or an *limiter.OptionError naming the first invalid option.
 func NewPartitioned(o Options, opts PartitionedOptions) (*Partitioned, error) {
-	if err := o.validate(); err != nil {
+	if err := o.validate(false); err != nil {
 		return nil, err
 	}
 	if opts.Rate.Events() <= 0 {
@@ -179,6 +189,9 @@ func NewPartitioned(o Options, opts PartitionedOptions) (*Partitioned, error) {
 	}
 	if opts.Burst < opts.Partitions {
 		return nil, optErr("Burst", "must be at least Partitions (%d): every partition needs one permit of burst; got %d", opts.Partitions, opts.Burst)
+	}
+	if err := validQueue(opts.Queue); err != nil {
+		return nil, err
 	}
 	ttl := opts.LeaseTTL
 	if ttl == 0 {
@@ -208,9 +221,8 @@ func NewPartitioned(o Options, opts PartitionedOptions) (*Partitioned, error) {
 		origin:  time.Now(),
 		o:       o,
 		po:      opts,
-		key:     redisKey("pt", hashTag(o.Key, "", false), ""),
-		client:  o.Client,
-		bounded: honoursDeadlines(o.Client),
+		key:     redisKey("pt", o.Key, "", false, ""),
+		rc:      newCaller(o.Client, min(o.timeout(), ttl/3)),
 		owner:   hex.EncodeToString(id[:]),
 		unit:    unit,
 		cost:    cost,
@@ -335,6 +347,12 @@ func (p *Partitioned) install(now, deadline, debt, old int64) {
 	}
 	p.cfg.Store(c)
 	p.tat.Store(debt)
+	p.signal()
+}
+
+// signal wakes the head waiter, which waits on p.changed, to look again:
+// at the held partitions, at Close, at a failed sync. The caller holds mu.
+func (p *Partitioned) signal() {
 	close(p.changed)
 	p.changed = make(chan struct{})
 }
@@ -437,11 +455,13 @@ func (p *Partitioned) isClosed() bool {
 
 // Acquire waits until n permits are granted from this process's partitions,
 // ctx is done, or the limiter is closed; see limiter.Limiter. Waiters are
-// served first in, first out. While this process holds too few partitions
-// it waits for the lease keeper to take more; when Redis cannot be reached
-// and no lease is left, Options.OnError decides (FailClosed fails at once
-// with an error wrapping ErrUnavailable). When the wait would outlast ctx's
-// deadline, it fails at once with context.DeadlineExceeded.
+// served in PartitionedOptions.Queue's order (first in, first out by
+// default). While this process holds too few partitions it waits for the
+// lease keeper to take more; when Redis cannot be reached and no lease is
+// left, Options.OnError decides for every waiter within one Timeout of the
+// failed lease call (FailClosed fails them with an error wrapping
+// ErrUnavailable; FailOpen and UseFallback serve them). When the wait would
+// outlast ctx's deadline, it fails at once with context.DeadlineExceeded.
 func (p *Partitioned) Acquire(ctx context.Context, n int) (limiter.Lease, error) {
 	if ctx == nil {
 		panic("redislimit: nil Context")
@@ -458,7 +478,9 @@ func (p *Partitioned) Acquire(ctx context.Context, n int) (limiter.Lease, error)
 		p.rejected.Add(1)
 		return limiter.Denied(err, 0), err
 	}
-	if p.waiting.Load() == 0 {
+	// Served at once when nobody waits, or when it would head a NewestFirst
+	// queue.
+	if p.waiting.Load() == 0 || p.po.Queue.Order == limiter.NewestFirst {
 		if st, _ := p.take(p.now(), int64(n)); st == ptOK {
 			p.counted(n)
 			return limiter.NewLease(n, nil), nil
@@ -473,37 +495,103 @@ func (p *Partitioned) Acquire(ctx context.Context, n int) (limiter.Lease, error)
 
 // wait queues an Acquire and serves it when it reaches the head.
 func (p *Partitioned) wait(ctx context.Context, n int) (limiter.Lease, error) {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return limiter.Denied(ErrClosed, 0), ErrClosed
+	w, err := p.enqueue(n)
+	if err != nil {
+		return limiter.Denied(err, 0), err
 	}
-	w := &pwaiter{n: n, turn: make(chan struct{})}
-	p.queue = append(p.queue, w)
-	p.queued += int64(n)
-	p.waiting.Store(int32(len(p.queue)))
-	if len(p.queue) == 1 {
-		close(w.turn)
-	}
-	p.mu.Unlock()
-	select {
-	case <-w.turn:
-	case <-ctx.Done():
-		p.leave(w)
-		return limiter.Denied(ctx.Err(), 0), ctx.Err()
-	case <-p.closeCh:
-		p.leave(w)
-		return limiter.Denied(ErrClosed, 0), ErrClosed
-	}
-	h := headWait{p: p, n: n}
+	h := headWait{p: p, w: w, n: n, pt: precise.Timer{Spin: p.po.Queue.Spin}}
 	defer func() {
 		h.pt.Stop()
 		p.leave(w)
 	}()
 	for {
-		l, err, done := h.step(ctx)
-		if done {
-			return l, err
+		select {
+		case <-w.poke:
+		case <-ctx.Done():
+			return limiter.Denied(ctx.Err(), 0), ctx.Err()
+		case <-p.closeCh:
+			return limiter.Denied(ErrClosed, 0), ErrClosed
+		}
+		for {
+			l, done, head, err := h.step(ctx)
+			if done {
+				return l, err
+			}
+			if !head {
+				break // a newer waiter heads a NewestFirst queue: wait for the turn again
+			}
+		}
+	}
+}
+
+// enqueue queues a waiter of n permits in Queue.Order, making room under
+// Queue.Limit, or returns an error wrapping ErrQueueFull (or ErrClosed).
+func (p *Partitioned) enqueue(n int) (*pwaiter, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, ErrClosed
+	}
+	if err := p.makeRoom(n); err != nil {
+		return nil, err
+	}
+	w := &pwaiter{n: n, poke: make(chan struct{}, 1)}
+	if p.po.Queue.Order == limiter.NewestFirst && len(p.queue) > 0 {
+		p.queue = slices.Insert(p.queue, 0, w)
+		p.signal() // the former head, waiting on changed, steps back
+	} else {
+		p.queue = append(p.queue, w)
+	}
+	p.queued += int64(n)
+	p.qcost += int64(max(n, 1))
+	p.waiting.Store(int32(len(p.queue)))
+	if p.queue[0] == w {
+		w.poke <- struct{}{}
+	}
+	return w, nil
+}
+
+// makeRoom makes room under Queue.Limit for a waiter of n permits (a
+// zero-permit waiter counting one): OldestFirst refuses the newcomer,
+// NewestFirst pushes out the oldest waiters until it fits. The caller
+// holds mu.
+func (p *Partitioned) makeRoom(n int) error {
+	lim := int64(p.po.Queue.Limit)
+	if lim == 0 {
+		return nil
+	}
+	if int64(n) > lim {
+		return fmt.Errorf("%w: %d permits asked, queue holds at most %d", limiter.ErrQueueFull, n, lim)
+	}
+	cost := int64(max(n, 1))
+	for p.qcost+cost > lim {
+		if p.po.Queue.Order == limiter.OldestFirst {
+			return limiter.ErrQueueFull
+		}
+		old := p.queue[len(p.queue)-1]
+		old.out = true
+		p.remove(len(p.queue) - 1)
+		select {
+		case old.poke <- struct{}{}:
+		default:
+		}
+		p.signal() // in case it headed the queue
+	}
+	return nil
+}
+
+// remove removes the i-th waiter and pokes the new head if it was the
+// head. The caller holds mu.
+func (p *Partitioned) remove(i int) {
+	w := p.queue[i]
+	p.queue = slices.Delete(p.queue, i, i+1)
+	p.queued -= int64(w.n)
+	p.qcost -= int64(max(w.n, 1))
+	p.waiting.Store(int32(len(p.queue)))
+	if i == 0 && len(p.queue) > 0 {
+		select {
+		case p.queue[0].poke <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -511,21 +599,29 @@ func (p *Partitioned) wait(ctx context.Context, n int) (limiter.Lease, error) {
 // headWait is the waiter at the head of the queue.
 type headWait struct {
 	p  *Partitioned
+	w  *pwaiter
 	n  int
 	pt precise.Timer // waits end at the instant, as limiter's queues' do
 }
 
 // step tries once to take the permits and, if it cannot, waits for the
 // time they come, for a change of the held partitions, or for the end.
-func (h *headWait) step(ctx context.Context) (limiter.Lease, error, bool) {
+// head is false when the waiter no longer heads the queue (a newer one does,
+// in a NewestFirst queue); done when it has its answer.
+func (h *headWait) step(ctx context.Context) (l limiter.Lease, done, head bool, err error) {
 	p, n := h.p, h.n
 	p.mu.Lock()
 	changed := p.changed
+	out := h.w.out
+	head = len(p.queue) > 0 && p.queue[0] == h.w
 	p.mu.Unlock()
-	select {
-	case <-p.closeCh:
-		return limiter.Denied(ErrClosed, 0), ErrClosed, true
-	default:
+	switch {
+	case p.isClosed():
+		return limiter.Denied(ErrClosed, 0), true, head, ErrClosed
+	case out:
+		return limiter.Denied(limiter.ErrQueueFull, 0), true, false, limiter.ErrQueueFull
+	case !head:
+		return limiter.Lease{}, false, false, nil
 	}
 	now := p.now()
 	st, retry := p.take(now, int64(n))
@@ -533,27 +629,27 @@ func (h *headWait) step(ctx context.Context) (limiter.Lease, error, bool) {
 	switch st {
 	case ptOK:
 		p.counted(n)
-		return limiter.NewLease(n, nil), nil, true
+		return limiter.NewLease(n, nil), true, true, nil
 	case ptSlow:
-		return limiter.Lease{}, nil, false
+		return limiter.Lease{}, false, true, nil
 	case ptLimited:
 		if d, ok := ctx.Deadline(); ok && p.origin.Add(time.Duration(now+retry)).After(d) {
-			return limiter.Denied(context.DeadlineExceeded, time.Duration(retry)),
-				fmt.Errorf("redislimit: %d permits come after the deadline: %w", n, context.DeadlineExceeded), true
+			return limiter.Denied(context.DeadlineExceeded, time.Duration(retry)), true, true,
+				fmt.Errorf("redislimit: %d permits come after the deadline: %w", n, context.DeadlineExceeded)
 		}
 		at = p.origin.Add(time.Duration(now + retry))
 	default:
 		p.hunger()
 		if st == ptNoLease {
 			if l, handled := p.onErrorWait(ctx, n); handled {
-				return l, l.Err(), true
+				return l, true, true, l.Err()
 			}
 		}
 	}
 	if h.pt.Until(ctx, changed, at, 0) == precise.Done {
-		return limiter.Denied(ctx.Err(), 0), ctx.Err(), true
+		return limiter.Denied(ctx.Err(), 0), true, true, ctx.Err()
 	}
-	return limiter.Lease{}, nil, false
+	return limiter.Lease{}, false, true, nil
 }
 
 // onErrorWait is onError for Acquire (which counts the refusals).
@@ -569,21 +665,13 @@ func (p *Partitioned) onErrorWait(ctx context.Context, n int) (limiter.Lease, bo
 	return l, true
 }
 
-// leave removes w from the queue and hands the head to the next waiter.
+// leave removes w from the queue, if it is still there, and hands the head
+// to the next waiter.
 func (p *Partitioned) leave(w *pwaiter) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for i, x := range p.queue {
-		if x != w {
-			continue
-		}
-		p.queue = append(p.queue[:i], p.queue[i+1:]...)
-		p.queued -= int64(w.n)
-		p.waiting.Store(int32(len(p.queue)))
-		if i == 0 && len(p.queue) > 0 {
-			close(p.queue[0].turn)
-		}
-		return
+	if i := slices.Index(p.queue, w); i >= 0 {
+		p.remove(i)
 	}
 }
 
@@ -667,8 +755,7 @@ func (p *Partitioned) Close() error {
 	}
 	p.closed = true
 	close(p.closeCh)
-	close(p.changed) // the head waiter waits on changed alone, and sees closeCh
-	p.changed = make(chan struct{})
+	p.signal() // the head waiter waits on changed alone, and sees closeCh
 	done := p.done
 	running := p.running
 	p.mu.Unlock()

@@ -1,6 +1,7 @@
 package redislimit
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -64,6 +65,7 @@ type syncRequest struct {
 	debts  []int64 // their buckets' debt, µs
 	want   int
 	hungry bool
+	seen   int64 // Redis time (µs) until which the hash must exist, by the last sync of ours that found it
 }
 
 // sync runs one lease round trip and reports when to run the next, or that
@@ -79,11 +81,17 @@ func (p *Partitioned) sync() (time.Duration, bool) {
 	}
 	sendAt := p.now()
 	res, err := p.call(req)
+	if hook := p.o.OnDecision; hook != nil {
+		hook(DecisionInfo{Duration: time.Duration(p.now() - sendAt), Err: err, Answer: p.o.OnError.answer(err)})
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.lastSync = sendAt
 	if err != nil {
 		p.unavail.Store(&err) // it wraps ErrUnavailable (a failed round trip, or a malformed reply)
+		// A head waiter that finds no usable lease waits on changed; with
+		// Redis out of reach, Options.OnError must now decide for it.
+		p.signal()
 		if closing {
 			return 0, false // the leases lapse in Redis after their TTL
 		}
@@ -91,6 +99,7 @@ func (p *Partitioned) sync() (time.Duration, bool) {
 		return max(p.ttl/16, time.Millisecond), true
 	}
 	p.unavail.Store(nil)
+	p.seenUntil = res.now + p.keepMS()*1000
 	next := p.apply(req, res, sendAt)
 	if closing {
 		return 0, false
@@ -124,6 +133,7 @@ func (p *Partitioned) prepare() (syncRequest, bool) {
 	if give > 0 {
 		req.rel, req.debts = p.release(now, give)
 	}
+	req.seen = p.seenUntil
 	req.keep = slices.Clone(p.parts)
 	for _, q := range p.pending {
 		req.keep = append(req.keep, q.idx)
@@ -226,8 +236,8 @@ type syncReply struct {
 // (by redis.Script.Run), never after an error that may have committed.
 func (p *Partitioned) call(req syncRequest) (syncReply, error) {
 	args := make([]any, 0, 9+len(req.keep)+2*len(req.rel))
-	keepMS := min((2*p.ttl.Microseconds()+p.refillUS(0)+999)/1000, int64(30*24*time.Hour/time.Millisecond))
-	args = append(args, p.owner, p.ttl.Microseconds(), p.po.Partitions, req.want, boolArg(req.hungry), keepMS, len(req.keep))
+	args = append(args, p.owner, p.ttl.Microseconds(), p.po.Partitions, req.want, boolArg(req.hungry),
+		p.keepMS(), req.seen, len(req.keep))
 	for _, i := range req.keep {
 		args = append(args, i)
 	}
@@ -239,11 +249,18 @@ func (p *Partitioned) call(req syncRequest) (syncReply, error) {
 	// A late answer is dropped: partitions it gave are ours in Redis but
 	// unknown here, so they lapse after the TTL or come back to us, empty,
 	// at a later sync.
-	v, err := boundedTrip(p.bounded, p.client, min(p.o.timeout(), p.ttl/3), partitionScript, nil, []string{p.key}, args...)
+	v, err := p.rc.run(context.Background(), partitionScript, nil, []string{p.key}, args...)
 	if err != nil {
 		return syncReply{}, err
 	}
 	return parseSyncReply(v)
+}
+
+// keepMS is how long the hash outlives its last sync, in ms: two TTLs and a
+// partition's refill time, when no lease of it can be live and every
+// stored bucket is full again (at most 30 days).
+func (p *Partitioned) keepMS() int64 {
+	return min((2*p.ttl.Microseconds()+p.refillUS(0)+999)/1000, int64(30*24*time.Hour/time.Millisecond))
 }
 
 // parseSyncReply reads the sync script's reply. A malformed one is an error

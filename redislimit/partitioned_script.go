@@ -16,12 +16,17 @@ package redislimit
 //	W<owner>  a process that wants more partitions, until the given time
 //
 // KEYS[1] the hash. ARGV: owner, ttl (µs), partitions, want, hungry (0/1),
-// keep (ms the hash outlives its last use), then the count and the indices
+// keep (ms the hash outlives its last use), seen (the Redis time until
+// which the caller's last sync made the hash live: a hash missing before
+// then was lost, to FLUSHALL or eviction, while leases of it may be in
+// use; 0 when the caller has not synced), then the count and the indices
 // of the partitions to renew, then the count and (index, debt µs) pairs of
 // the partitions given back.
 //
 // Reply: {now, quarantine end, excess, level*1000, free, #lost, lost...,
-// #acquired, (index, debt µs or -1 for an empty bucket)...}.
+// #acquired, (index, debt µs or -1 for an empty bucket)...}. A partition
+// never leased in the hash comes with debt 0 (a full bucket), one whose
+// lease lapsed with -1.
 const partitionSync = `
 local key = KEYS[1]
 local owner = ARGV[1]
@@ -31,25 +36,22 @@ local want = tonumber(ARGV[4])
 local hungry = ARGV[5] == '1'
 local function fmt(x) return string.format('%d', x) end
 
--- The server's identity and start time, when scripts may call INFO.
-local runid, started = '-', now
-local ok, info = pcall(redis.call, 'INFO', 'server')
-if ok and type(info) == 'string' then
-  runid = string.match(info, 'run_id:(%w+)') or runid
-  local up = tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
-  if up then started = now - up * 1000000 end
-end
+-- The server's identity and (latest) start time, when scripts may call INFO.
+local runid, started = server()
+started = started or now
 
 local h = {}
 local all = redis.call('HGETALL', key)
 for i = 1, #all, 2 do h[all[i]] = all[i + 1] end
 if h['E'] ~= runid then
   -- A new hash, or one that outlived its server (loaded from disk, or on a
-  -- promoted replica): no lease or state in it can be trusted, and leases
-  -- granted before may still be in use until one TTL after the server
-  -- started (a new hash) or after now (an inherited one).
+  -- promoted replica), or one lost on this server while the caller's last
+  -- sync should have kept it (FLUSHALL, eviction): no lease or state in it
+  -- can be trusted, and leases granted before may still be in use until
+  -- one TTL after the server started (a new hash) or after now (an
+  -- inherited or lost one).
   local q = now + ttl
-  if h['E'] == nil then q = math.min(now, started) + ttl end
+  if h['E'] == nil and tonumber(ARGV[7]) <= now then q = started + ttl end
   redis.call('DEL', key)
   h = {E = runid, Q = fmt(q)}
   redis.call('HSET', key, 'E', runid, 'Q', h['Q'])
@@ -61,7 +63,7 @@ local function holder(l)
   return o, tonumber(e)
 end
 
-local a = 7
+local a = 8
 local keep = {}
 for j = 1, tonumber(ARGV[a]) do keep[j] = ARGV[a + j] end
 a = a + #keep + 1
@@ -98,20 +100,26 @@ elseif h['W' .. owner] then
 end
 
 -- Who holds what, who wants more, and which partitions are free.
+-- A free partition is stored (given back: its bucket state is kept),
+-- never leased in this hash (its bucket is full), or lost (its holder
+-- vanished, or it is ours from a call whose answer was lost: its bucket may
+-- have been used up, so it comes back empty).
 local held, wants = {}, {}
-local stored, fresh = {}, {}
+local stored, unused, lapsed = {}, {}, {}
 for p = 0, parts - 1 do
   local l = h['L' .. p]
   local o, e
   if l then o, e = holder(l) end
   if l and o == owner and not kept[tostring(p)] then
-    fresh[#fresh + 1] = p -- ours from a call whose answer was lost: taken anew
+    lapsed[#lapsed + 1] = p
   elseif l and e > now then
     held[o] = (held[o] or 0) + 1
   elseif not l and h['S' .. p] then
     stored[#stored + 1] = p
+  elseif l then
+    lapsed[#lapsed + 1] = p
   else
-    fresh[#fresh + 1] = p
+    unused[#unused + 1] = p
   end
 end
 for f, v in pairs(h) do
@@ -158,7 +166,8 @@ for o, _ in pairs(wants) do
     if (held[o] or 0) < math.floor(level) then behind = true end
   end
 end
-local n = math.min(want, #stored + #fresh)
+local nfree = #stored + #unused + #lapsed
+local n = math.min(want, nfree)
 if others then
   local cap = math.ceil(level)
   if behind then cap = math.floor(level) end
@@ -182,13 +191,18 @@ for _, p in ipairs(stored) do
   take(p, math.max(0, tonumber(h['S' .. p]) - now))
   n = n - 1
 end
-for _, p in ipairs(fresh) do
+for _, p in ipairs(unused) do
+  if n == 0 then break end
+  take(p, 0)
+  n = n - 1
+end
+for _, p in ipairs(lapsed) do
   if n == 0 then break end
   take(p, -1)
   n = n - 1
 end
 held[owner] = mine
-local free = #stored + #fresh - #got / 2
+local free = nfree - #got / 2
 
 -- Give back what is over the fair level when another owner that wants more
 -- is below it and nothing is free.

@@ -443,7 +443,7 @@ func TestPartitionedUnavailable(t *testing.T) {
 		t.Run(tc.policy.String(), func(t *testing.T) {
 			c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 			defer c.Close()
-			p, err := NewPartitioned(Options{Client: c, Key: "k", OnError: tc.policy, Fallback: fallback, Timeout: 50 * time.Millisecond}, po)
+			p, err := NewPartitioned(Options{Client: c, Key: "k", OnError: tc.policy, Fallback: fallbackFor(tc.policy, fallback), Timeout: 50 * time.Millisecond}, po)
 			if err != nil {
 				t.Fatal(err)
 			}

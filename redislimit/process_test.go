@@ -30,6 +30,7 @@ func runFor(d time.Duration) time.Duration {
 // checkSliding fails t if some window [a, a+w) holds more than limit permits.
 func checkSliding(t *testing.T, g []event, w time.Duration, limit int) {
 	t.Helper()
+	g = byRedisTime(g)
 	wu := int64(w / time.Microsecond)
 	sum, j := 0, 0
 	for i := range g {
@@ -57,6 +58,15 @@ func checkFixed(t *testing.T, g []event, w time.Duration, limit int) {
 	}
 }
 
+// byRedisTime returns the grants of g in Redis-time order: callers record
+// them in the order their replies arrived, which concurrent callers (and
+// coalesced script calls) can interleave.
+func byRedisTime(g []event) []event {
+	g = slices.Clone(g)
+	slices.SortStableFunc(g, func(a, b event) int { return cmp.Compare(a.at, b.at) })
+	return g
+}
+
 // checkBucket fails t if some interval [a, b] holds more than
 // burst + rate·(b-a) permits, rate being events per period: with S the
 // permits granted from the i-th grant to the j-th, it checks
@@ -64,11 +74,7 @@ func checkFixed(t *testing.T, g []event, w time.Duration, limit int) {
 // in exact (big) integers.
 func checkBucket(t *testing.T, g []event, events int64, period time.Duration, burst int64) {
 	t.Helper()
-	// The check runs over the grants in Redis-time order; callers may record
-	// them in the order their replies arrived, which concurrent callers (and
-	// coalesced script calls) can interleave.
-	g = slices.Clone(g)
-	slices.SortStableFunc(g, func(a, b event) int { return cmp.Compare(a.at, b.at) })
+	g = byRedisTime(g)
 	p := big.NewInt(int64(period / time.Microsecond))
 	ev := big.NewInt(events)
 	// For each j: max over i ≤ j of (events·t_i - S_{i-1}·period) is kept in best.

@@ -2,8 +2,6 @@ package redislimit
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -13,27 +11,36 @@ import (
 	"github.com/rategate/rategate/limiter"
 )
 
-// luaPrelude starts every script: it allows TIME before writes on
-// Redis < 5 (effects replication, the default since Redis 5) and defines
-// helpers. now is Redis's clock in microseconds: below 2^53 until the year
-// 2255. started(now) is when the server started (from INFO uptime, rounded
-// so that it is never earlier than the true start), or nil when INFO is not
-// available in scripts. keepms(us) is the expiry, in milliseconds, of a key
-// whose state matters for us more microseconds: rounded down, and 2 ms to
-// spare. reply(first, decide) is the reply of a script deciding a batch of
-// requests (see algorithm): {now, 0, 0, r1, …, rk}, where ri =
-// decide(ARGV[first+i-1]), called on the requests in order; the script
-// then sets a and b.
+// luaPrelude starts every script and defines helpers. Scripts read TIME
+// before they write, which needs effects replication: the default since
+// Redis 5, the oldest version this package supports. now is Redis's clock in microseconds: below 2^53 until the year
+// 2255. server() returns the server's run_id ('-' when INFO is not
+// available in scripts) and the latest instant at which it can have
+// started, or nil when it cannot be known. Redis counts its uptime in
+// whole seconds of its clock (uptime_in_seconds is the difference of the
+// whole seconds of now and of the start), so a start in whole second
+// floor(now) - up is all it says: the start is taken at the end of that
+// second (never after now), up to a second after the true start, never
+// before it. started() is server()'s start. keepms(us) is the expiry, in
+// milliseconds, of a key whose state matters for us more microseconds:
+// rounded down, and 2 ms to spare. reply(first, decide) is the reply of a
+// script deciding a batch of requests (see algorithm): {now, 0, 0, r1, …,
+// rk}, where ri = decide(ARGV[first+i-1]), called on the requests in order;
+// the script then sets a and b.
 const luaPrelude = `
-if redis.replicate_commands then pcall(redis.replicate_commands) end
 local tm = redis.call('TIME')
 local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-local function started(t)
+local function server()
   local ok, info = pcall(redis.call, 'INFO', 'server')
-  if not ok or type(info) ~= 'string' then return nil end
+  if not ok or type(info) ~= 'string' then return '-', nil end
+  local id = string.match(info, 'run_id:(%w+)') or '-'
   local up = tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
-  if up == nil then return nil end
-  return t - up * 1000000
+  if up == nil then return id, nil end
+  return id, math.min(now, (tonumber(tm[1]) - up + 1) * 1000000)
+end
+local function started()
+  local _, s = server()
+  return s
 end
 local function keepms(us) return math.floor(us / 1000) + 2 end
 local function reply(first, decide)
@@ -43,63 +50,47 @@ local function reply(first, decide)
 end
 `
 
-// permitSet starts the scripts of the strict log and the semaphore, which
-// keep grants as the members of a sorted set (KEYS[1]) named
-// "<id>:<permits>", beside a hash of the limit's state (KEYS[2]).
-// permits(m) is the permits member m holds; reclaim(t) removes the members
-// scored at or before t and returns the permits they held; expire(us) makes
-// both keys expire when their state no longer matters, us microseconds from
-// now; save(n, us, field, value, …) keeps a limit that counts n permits: it
-// sets the hash's fields and expire(us), or, when n is 0, deletes both keys
-// (an empty limit leaves nothing in Redis).
+// permitSet defines the helpers of the strict log and the semaphore, which
+// keep grants as the members of a sorted set named "<id>:<permits>" beside
+// a hash of the limit's state. permits(m) is the permits member m holds;
+// reclaim(set, t) removes the members scored at or before t and returns the
+// permits they held; expire(set, hash, us) makes both keys expire when
+// their state no longer matters, us microseconds from now; save(set, hash,
+// n, us, field, value, …) keeps a limit that counts n permits: it sets the
+// hash's fields and expire(us), or, when n is 0, deletes both keys (an
+// empty limit leaves nothing in Redis).
 const permitSet = `
 local function permits(m) return tonumber(string.match(m, ':(%d+)$')) end
-local function reclaim(t)
-  local old = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', t)
+local function reclaim(set, t)
+  local old = redis.call('ZRANGEBYSCORE', set, '-inf', t)
   local n = 0
   if #old > 0 then
     for _, m in ipairs(old) do n = n + permits(m) end
-    redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', t)
+    redis.call('ZREMRANGEBYSCORE', set, '-inf', t)
   end
   return n
 end
-local function expire(us)
+local function expire(set, hash, us)
   local ms = keepms(us)
-  redis.call('PEXPIRE', KEYS[1], ms)
-  redis.call('PEXPIRE', KEYS[2], ms)
+  redis.call('PEXPIRE', set, ms)
+  redis.call('PEXPIRE', hash, ms)
 end
-local function save(n, us, ...)
+local function save(set, hash, n, us, ...)
   if n == 0 then
-    redis.call('DEL', KEYS[1], KEYS[2])
+    redis.call('DEL', set, hash)
     return
   end
-  redis.call('HSET', KEYS[2], ...)
-  expire(us)
+  redis.call('HSET', hash, ...)
+  expire(set, hash, us)
 end
 `
 
-// script is a Lua script run by its SHA1 (EVALSHA), sent in full (EVAL)
-// only when Redis answers NOSCRIPT.
-type script struct {
-	src  string
-	hash string
-}
-
-func newScript(src string) *script {
-	src = luaPrelude + src
-	h := sha1.Sum([]byte(src))
-	return &script{src: src, hash: hex.EncodeToString(h[:])}
-}
-
-// run runs the script once. EVALSHA is followed by EVAL only after a
-// NOSCRIPT reply, which says the script did not run; after any other
-// failure the script may have run, so it is never sent again.
-func (s *script) run(ctx context.Context, c redis.Scripter, keys []string, args ...any) (any, error) {
-	v, err := c.EvalSha(ctx, s.hash, keys, args...).Result()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		v, err = c.Eval(ctx, s.src, keys, args...).Result()
-	}
-	return v, err
+// newScript returns the script of src after the prelude. It runs with
+// redis.Script.Run: by its SHA1 (EVALSHA), sent in full (EVAL) only when
+// Redis answers NOSCRIPT, which says the script did not run; after any
+// other failure the script may have run, so it is never sent again.
+func newScript(src string) *redis.Script {
+	return redis.NewScript(luaPrelude + src)
 }
 
 // errTimeout is the cause of an unavailability when Redis did not answer
@@ -141,39 +132,84 @@ func intReply(v any) (out []int64, ok bool) {
 	return out, true
 }
 
-// roundTrip runs s once, within timeout. The context carries the deadline
-// but no timer and no cancellation: a client that honours deadlines
-// (ContextTimeoutEnabled) turns it into the connection's I/O deadlines,
-// which end a stalled round trip by themselves, and a decision shared by
-// several callers is not cut short by one of them.
-func roundTrip(_ context.Context, c redis.Scripter, timeout time.Duration, s *script, keys []string, args ...any) (any, error) {
-	ctx := deadlineCtx{time.Now().Add(timeout)}
-	v, err := s.run(&ctx, c, keys, args...)
-	if err != nil {
-		return nil, unavailable(err)
-	}
-	return v, nil
+// caller makes the round trips of one limiter: each runs under a context
+// that ends Timeout after the call began, so that every wait inside the
+// client (for a pooled connection, a dial, a retry's backoff, and with
+// ContextTimeoutEnabled the reply itself) ends by then.
+type caller struct {
+	c       redis.UniversalClient
+	timeout time.Duration
+	// inline: c bounds a call's I/O by its context's deadline
+	// (ContextTimeoutEnabled), so the call runs in the caller's goroutine.
+	// Otherwise the client would wait for a reply up to its own
+	// ReadTimeout, and the call runs in a goroutine of its own that the
+	// caller stops waiting for when the context ends. (go-redis's
+	// Client.WithTimeout would bound it inline, but its clone does not run
+	// the client's hooks: tracing would lose the limiter's calls.)
+	inline bool
 }
 
-// deadlineCtx is a context with a deadline and nothing else: Done is nil
-// (it never closes) and Err reports the deadline once it has passed. It is
-// for go-redis, which bounds its I/O by the deadline.
-type deadlineCtx struct{ d time.Time }
+// newCaller returns the caller of c.
+func newCaller(c redis.UniversalClient, timeout time.Duration) caller {
+	return caller{c: c, timeout: timeout, inline: honoursDeadlines(c)}
+}
 
-func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.d, true }
-func (c *deadlineCtx) Done() <-chan struct{}       { return nil }
-func (c *deadlineCtx) Value(any) any               { return nil }
-func (c *deadlineCtx) Err() error {
-	if time.Now().Before(c.d) {
-		return nil
+// run runs s once and returns its reply, or an error wrapping
+// ErrUnavailable, within the timeout. parent gives the call its values
+// (tracing); its cancellation does not end the call, which may already have
+// committed in Redis and may decide for other callers too. When the call
+// outlives the timeout, its outcome is handed to late (if not nil) once it
+// arrives, so that what it decided can be undone; with an inline call that
+// failed, late is called too, as the call may have committed before it
+// failed.
+func (c *caller) run(parent context.Context, s *redis.Script, late func(any, error), keys []string, args ...any) (any, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), c.timeout)
+	if c.inline {
+		v, err := s.Run(ctx, c.c, keys, args...).Result()
+		cancel()
+		if err != nil {
+			if late != nil {
+				go late(nil, err)
+			}
+			return nil, unavailable(err)
+		}
+		return v, nil
 	}
-	return context.DeadlineExceeded
+	type reply struct {
+		v   any
+		err error
+	}
+	ch := make(chan reply, 1)
+	go func() {
+		v, err := s.Run(ctx, c.c, keys, args...).Result()
+		ch <- reply{v, err}
+		cancel()
+	}()
+	var r reply
+	select {
+	case r = <-ch:
+	case <-ctx.Done():
+		select {
+		case r = <-ch: // it ended as the time ran out
+		default:
+			go func() {
+				r := <-ch
+				if late != nil {
+					late(r.v, r.err)
+				}
+			}()
+			return nil, unavailable(errTimeout)
+		}
+	}
+	if r.err != nil {
+		return nil, unavailable(r.err)
+	}
+	return r.v, nil
 }
 
 // honoursDeadlines reports whether c bounds a command by its context's
-// deadline (ContextTimeoutEnabled). Without it go-redis bounds a command
-// only by the client's ReadTimeout, and a round trip is bounded by running
-// it beside the callers, who stop waiting after Options.Timeout.
+// deadline (ContextTimeoutEnabled). Without it go-redis bounds the wait for
+// a reply only by the client's ReadTimeout.
 func honoursDeadlines(c redis.UniversalClient) bool {
 	switch c := c.(type) {
 	case *redis.Client:
@@ -186,58 +222,30 @@ func honoursDeadlines(c redis.UniversalClient) bool {
 	return false
 }
 
-// boundedTrip runs s like roundTrip, and returns by timeout even when the
-// client does not honour context deadlines: the call then runs in a
-// goroutine of its own, and when it is late its outcome is handed to late
-// (if not nil) once it arrives, so that what it decided can be undone.
-func boundedTrip(sync bool, c redis.Scripter, timeout time.Duration, s *script, late func(any, error), keys []string, args ...any) (any, error) {
-	if sync {
-		return roundTrip(context.Background(), c, timeout, s, keys, args...)
+// onError applies policy p (with fallback fb, for UseFallback) to a
+// decision Redis could not make: an Acquire's with ctx when wait, else a
+// TryAcquire's.
+func onError(ctx context.Context, wait bool, p ErrorPolicy, fb limiter.Limiter, n int, cause error) (limiter.Lease, error) {
+	switch {
+	case p == FailOpen:
+		return limiter.NewLease(n, nil), nil
+	case p == UseFallback && !wait:
+		l := fb.TryAcquire(n)
+		return l, l.Err()
+	case p == UseFallback:
+		return fb.Acquire(ctx, n)
 	}
-	type reply struct {
-		v   any
-		err error
-	}
-	ch := make(chan reply, 1)
-	go func() {
-		v, err := roundTrip(context.Background(), c, timeout, s, keys, args...)
-		ch <- reply{v, err}
-	}()
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-t.C:
-		go func() {
-			r := <-ch
-			if late != nil {
-				late(r.v, r.err)
-			}
-		}()
-		return nil, unavailable(errTimeout)
-	}
+	return limiter.Denied(cause, 0), cause
 }
 
 // policyTry applies Options.OnError to a TryAcquire Redis could not decide.
 func (o *Options) policyTry(n int, cause error) limiter.Lease {
-	switch o.OnError {
-	case FailOpen:
-		return limiter.NewLease(n, nil)
-	case UseFallback:
-		return o.Fallback.TryAcquire(n)
-	}
-	return limiter.Denied(cause, 0)
+	l, _ := onError(context.Background(), false, o.OnError, o.Fallback, n, cause)
+	return l
 }
 
 // policyAcquire applies Options.OnError to an Acquire Redis could not
 // decide.
 func (o *Options) policyAcquire(ctx context.Context, n int, cause error) (limiter.Lease, error) {
-	switch o.OnError {
-	case FailOpen:
-		return limiter.NewLease(n, nil), nil
-	case UseFallback:
-		return o.Fallback.Acquire(ctx, n)
-	}
-	return limiter.Denied(cause, 0), cause
+	return onError(ctx, true, o.OnError, o.Fallback, n, cause)
 }

@@ -12,49 +12,6 @@ import (
 // doubles hold it exactly.
 const maxExact = 1 << 53
 
-// tbScript is a token bucket as the generic cell rate algorithm, in scaled
-// integer units: one microsecond adds N units of capacity, one permit costs
-// D units (Rate = N/D permits per µs, in lowest terms), and the bucket holds
-// TOL = Burst·D. The state, one string "debt time", is the debt (units
-// still owed) and the time it was computed at; it expires when the debt
-// is paid. A missing state is a full bucket.
-//
-// ARGV: D, N, TOL, MAXEL = ceil(TOL/N) (µs to drain a full debt), GUARD,
-// then each request's permits. Every value stays below 2TOL+N < 2^53.
-var tbScript = newScript(`
-local D, N, TOL, MAXEL, GUARD = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1'
-local st = redis.call('GET', KEYS[1])
-local debt, last = 0, nil
-if st then
-  local a, b = string.match(st, '^(%d+) (%d+)$')
-  debt, last = tonumber(a), tonumber(b)
-end
-if last == nil then
-  debt = 0
-  if GUARD then
-    local s = started(now)
-    if s ~= nil and now - s < MAXEL then debt = math.max(TOL - (now - s) * N, 0) end
-  end
-else
-  if now < last then now = last end
-  local el = now - last
-  if el >= MAXEL then debt = 0 else debt = math.max(debt - el * N, 0) end
-end
-local out = reply(6, function(a)
-  local c = tonumber(a) * D
-  if debt + c > TOL then return debt + c - TOL end
-  debt = debt + c
-  return 0
-end)
-out[2] = debt
-if debt == 0 then
-  if st then redis.call('DEL', KEYS[1]) end
-else
-  redis.call('SET', KEYS[1], string.format('%.0f %.0f', debt, now), 'PX', keepms(debt / N))
-end
-return out
-`)
-
 // tbAlg is the token bucket's arithmetic: N units per µs, D per permit.
 type tbAlg struct {
 	n, d, tol, maxel int64
@@ -63,7 +20,7 @@ type tbAlg struct {
 
 // newTBEngine returns a token bucket's engine.
 func newTBEngine(o Options, opts limiter.TokenBucketOptions) (*engine, error) {
-	return newEngine(o, opts.Queue, func() (algorithm, error) { return tokenBucket(opts, o.GuardRestarts) })
+	return newEngine(o, opts.Queue, false, func() (algorithm, error) { return tokenBucket(opts, o.GuardRestarts) })
 }
 
 // tokenBucket reduces the rate to N/D permits per µs, checks that the
@@ -91,15 +48,10 @@ func tokenBucket(opts limiter.TokenBucketOptions, guard bool) (algorithm, error)
 	a := &tbAlg{n: num.Int64(), d: den.Int64(), tol: tol.Int64(), burst: int64(opts.Burst)}
 	a.maxel = (a.tol + a.n - 1) / a.n
 	return algorithm{
-		kind: "tb", suffixes: []string{""}, script: tbScript,
+		kind: "tb", mod: "tb", script: tbScript,
 		args: []any{a.d, a.n, a.tol, a.maxel, boolArg(guard)}, max: a.burst,
-		quota: a.quota, retry: a.retry,
+		quota: a.quota,
 	}, nil
-}
-
-// retry converts the units over capacity into the wait until they are not.
-func (a *tbAlg) retry(x int64) time.Duration {
-	return time.Duration(exact.CeilDiv(x, a.n)) * time.Microsecond
 }
 
 // quota reads the debt after the decision.

@@ -3,43 +3,10 @@ package redislimit
 import (
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/rategate/rategate/limiter"
 )
-
-// fwScript counts permits in windows aligned to Redis's clock: [k·W, (k+1)·W)
-// in microseconds since the Unix epoch, so every process agrees on them.
-// The state, one string "start count time", is the current window's start
-// and count and the last decision's time. A missing state is an empty
-// window.
-//
-// ARGV: W (µs), LIMIT, GUARD, then each request's permits.
-var fwScript = newScript(`
-local W, LIMIT, GUARD = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1'
-local st = redis.call('GET', KEYS[1])
-local s, c, last
-if st then
-  local a, b, d = string.match(st, '^(%d+) (%d+) (%d+)$')
-  s, c, last = tonumber(a), tonumber(b), tonumber(d)
-end
-if last ~= nil and now < last then now = last end
-local start = now - math.fmod(now, W)
-if s ~= start then
-  c = 0
-  if s == nil and GUARD then
-    local up = started(now)
-    if up ~= nil and up > start then c = LIMIT end
-  end
-end
-local out = reply(4, function(a)
-  local p = tonumber(a)
-  if c + p > LIMIT then return start + W - now end
-  c = c + p
-  return 0
-end)
-out[2], out[3] = c, start + W - now
-redis.call('SET', KEYS[1], string.format('%.0f %.0f %.0f', start, c, now), 'PX', keepms(start + W - now))
-return out
-`)
 
 // windowMicros checks a window's length: whole microseconds, and below
 // 2^53 µs less the current Unix time in µs.
@@ -73,10 +40,10 @@ func validLimit(n int) error {
 // µs), the limit and the restart guard as their first arguments, and answer
 // a, the permits counted, and b, the µs until that count is back to zero; a
 // refusal's wait is in µs.
-func counting(kind string, s *script, suffixes []string, limit, period int64, guard bool) algorithm {
+func counting(kind string, s *redis.Script, suffix string, limit, period int64, guard bool) algorithm {
 	window := time.Duration(period) * time.Microsecond
 	return algorithm{
-		kind: kind, suffixes: suffixes, script: s, max: limit,
+		kind: kind, mod: kind, suffix: suffix, two: suffix != "", script: s, max: limit,
 		args: []any{period, limit, boolArg(guard)},
 		quota: func(used, left int64) limiter.Quota {
 			q := limiter.Quota{Limit: limit, Window: window, Remaining: limit - used}
@@ -85,13 +52,12 @@ func counting(kind string, s *script, suffixes []string, limit, period int64, gu
 			}
 			return q
 		},
-		retry: func(x int64) time.Duration { return time.Duration(x) * time.Microsecond },
 	}
 }
 
 // windowAlg checks the options of a fixed window or a strict log (they are
 // the same) and returns its algorithm.
-func windowAlg(kind string, s *script, suffixes []string, limit int, window time.Duration, guard bool) (algorithm, error) {
+func windowAlg(kind string, s *redis.Script, suffix string, limit int, window time.Duration, guard bool) (algorithm, error) {
 	if err := validLimit(limit); err != nil {
 		return algorithm{}, err
 	}
@@ -99,7 +65,7 @@ func windowAlg(kind string, s *script, suffixes []string, limit int, window time
 	if err != nil {
 		return algorithm{}, err
 	}
-	return counting(kind, s, suffixes, int64(limit), w, guard), nil
+	return counting(kind, s, suffix, int64(limit), w, guard), nil
 }
 
 // FixedWindow counts permits in consecutive windows aligned to Redis's
@@ -119,69 +85,14 @@ func NewFixedWindow(o Options, opts limiter.FixedWindowOptions) (*FixedWindow, e
 }
 
 func newFWEngine(o Options, opts limiter.FixedWindowOptions) (*engine, error) {
-	return newEngine(o, opts.Queue, func() (algorithm, error) {
-		return windowAlg("fw", fwScript, []string{""}, opts.Limit, opts.Window, o.GuardRestarts)
+	return newEngine(o, opts.Queue, false, func() (algorithm, error) {
+		return windowAlg("fw", fwScript, "", opts.Limit, opts.Window, o.GuardRestarts)
 	})
 }
 
-// slScript is the strict log: a sorted set of grants (member "seq:permits",
-// score the grant's time in µs) and a hash with the permits in the log, the
-// next sequence number and the newest grant's time. A grant at time a
-// counts in every window [a, a+W); at now the log holds the grants after
-// now-W. A request is granted when the log's permits plus its own are at
-// most LIMIT; a refused one learns when enough of the oldest grants leave.
-//
-// ARGV: W (µs), LIMIT, GUARD, then each request's permits.
-var slScript = newScript(permitSet + `
-local W, LIMIT, GUARD = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1'
-local LOG, ST = KEYS[1], KEYS[2]
-local st = redis.call('HMGET', ST, 'n', 'q', 't', 'z')
-local tot, seq, last, newest = tonumber(st[1]), tonumber(st[2]), tonumber(st[3]), tonumber(st[4])
-if last == nil then
-  tot, seq, newest = 0, 0, 0
-  redis.call('DEL', LOG)
-  if GUARD then
-    local up = started(now)
-    if up ~= nil and now - up < W then
-      redis.call('ZADD', LOG, up, '0:' .. ARGV[2])
-      tot, newest = LIMIT, up
-    end
-  end
-else
-  if now < last then now = last end
-  tot = tot - reclaim(now - W)
-end
-local function waitfor(need)
-  local freed, idx = 0, 0
-  while true do
-    local e = redis.call('ZRANGE', LOG, idx, idx + 63, 'WITHSCORES')
-    if #e == 0 then return W end
-    for j = 1, #e, 2 do
-      freed = freed + permits(e[j])
-      if freed >= need then return tonumber(e[j + 1]) + W - now end
-    end
-    idx = idx + 64
-  end
-end
-local out = reply(4, function(a)
-  local p = tonumber(a)
-  if tot + p > LIMIT then return waitfor(tot + p - LIMIT) end
-  if p > 0 then
-    seq = seq + 1
-    redis.call('ZADD', LOG, now, string.format('%.0f', seq) .. ':' .. a)
-    tot, newest = tot + p, now
-  end
-  return 0
-end)
-out[2] = tot
-if tot ~= 0 then out[3] = newest + W - now end
-save(tot, out[3], 'n', tot, 'q', seq, 't', now, 'z', newest)
-return out
-`)
-
 func newSLEngine(o Options, opts limiter.SlidingLogOptions) (*engine, error) {
-	return newEngine(o, opts.Queue, func() (algorithm, error) {
-		return windowAlg("sl", slScript, []string{":log", ":st"}, opts.Limit, opts.Window, o.GuardRestarts)
+	return newEngine(o, opts.Queue, false, func() (algorithm, error) {
+		return windowAlg("sl", slScript, ":log", opts.Limit, opts.Window, o.GuardRestarts)
 	})
 }
 

@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -89,5 +90,34 @@ func TestCluster(t *testing.T) {
 	}
 	if n, err := cl.ClusterInfo(ctx).Result(); err != nil || len(n) == 0 {
 		t.Fatal(n, err)
+	}
+}
+
+// A connection to Refused is refused at once; one to Unreachable waits
+// until the dialer's deadline.
+func TestRefusedAndUnreachable(t *testing.T) {
+	addr, err := Refused()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		t.Fatal("a connection to Refused() succeeded")
+	}
+	u, err := NewUnreachable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	for range 2 {
+		start := time.Now()
+		c, err := net.DialTimeout("tcp", u.Addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			t.Fatal("a connection to Unreachable succeeded")
+		}
+		if d := time.Since(start); d < 190*time.Millisecond {
+			t.Fatalf("a connection to Unreachable failed after %v (%v), not at the deadline", d, err)
+		}
 	}
 }
