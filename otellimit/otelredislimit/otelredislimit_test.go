@@ -1,5 +1,3 @@
-//go:build rategate_ondecision
-
 package otelredislimit_test
 
 import (
