@@ -97,11 +97,12 @@
 //
 // # Cost
 //
-// Submitting a task with Go costs one compare-and-swap on the pool's state
-// word, a buffered channel send, and the limiter's fast path; finishing one,
-// one atomic add. No allocation per task. Idle workers poll briefly before
-// they park, so a stream of short tasks flows without a wake-up per task.
-// GoKey takes the scheduler's lock once to queue a task and once to hand it
-// out, and allocates only when a key's queue grows. bench/ measures both
-// beside errgroup, alitto/pond and sourcegraph/conc.
+// The pool keeps its state under one mutex. Submitting a task with Go takes
+// it once, then a buffered channel send and the limiter's fast path hand the
+// task to a worker; finishing one takes it once more. No allocation per
+// task. GoKey takes the mutex once to queue a task and once to hand it out,
+// and allocates only when a key's queue grows, or when the context of a
+// queued task is one no other queued task has (the pool watches it with
+// context.AfterFunc, so that the task fails as soon as it ends). bench/
+// measures both beside errgroup, alitto/pond and sourcegraph/conc.
 package pool

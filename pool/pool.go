@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -104,11 +103,9 @@ func (e *PanicError) Unwrap() error {
 // Make it with New, submit with Go, GoContext, GoKey or TryGo, and end it
 // with Wait or Close. Its methods are safe for concurrent use.
 type Pool struct {
-	workers       int64
-	capacity      int64 // workers + queue: the slots Go may reserve
-	queued        bool  // Queue > 0: workers pass the limiter
-	spins         int   // waitSlot's polls before it parks
-	maxSpinning   int64 // idle workers that may poll at once
+	workers       int
+	capacity      int  // Workers + Queue: the slots Go may take
+	queued        bool // Queue > 0: workers pass the limiter
 	lim           limiter.Limiter
 	perKey        func(string) limiter.Limiter
 	keyCap        int // the most keyed tasks waiting
@@ -121,36 +118,24 @@ type Pool struct {
 	endTasks  context.CancelCauseFunc
 	closedErr atomic.Bool // Close was called
 
-	// state packs three counters in one word, so that a task costs one
-	// atomic operation to submit and one to finish: the worker slots
-	// reserved (tasks handed over or running, and Go calls passing the
-	// limiter) in the low bits, the pending Go calls and unfinished tasks
-	// above them, and closedBit, set by Wait and Close.
-	state    atomic.Int64
-	spawned  atomic.Int64 // worker goroutines started
-	spinning atomic.Int64 // idle workers polling for a job
-	waiters  atomic.Int64 // Go calls parked for a slot
-	wake     chan struct{}
-	jobs     chan job
-	workWG   sync.WaitGroup
+	jobs   chan job      // to the workers; a slot taken is a free place in it
+	idle   chan struct{} // closed once the pool is closed and nothing is pending
+	workWG sync.WaitGroup
 
-	idle     chan struct{} // closed once closed and nothing pending
-	idleOnce sync.Once
-
-	keys keySched // GoKey's queues, one per key with work
-
-	mu     sync.Mutex
-	errs   []error
-	result error
-	waited bool
+	mu       sync.Mutex // guards what follows, and keys
+	closed   bool       // Wait or Close was called: no new task
+	finished bool       // jobs and idle are closed
+	pending  int        // Go and GoKey calls in progress, and tasks not finished
+	slots    int        // slots taken: tasks handed to the workers, and Go calls passing the limiter
+	spawned  int        // worker goroutines started
+	slotFree sync.Cond  // Go calls waiting for a slot
+	keys     keySched   // GoKey's queues, one per key with work
+	errs     []error
+	result   error
+	waited   bool
 }
 
-const (
-	activeMask = 1<<24 - 1
-	pendingOne = 1 << 24
-	closedBit  = 1 << 62
-	maxWorkers = activeMask // the largest Workers + Queue
-)
+const maxWorkers = 1<<24 - 1 // the largest Workers + Queue
 
 type job struct {
 	fn    func(context.Context) error
@@ -174,23 +159,23 @@ func New(opts Options) (*Pool, error) {
 		parent = context.Background()
 	}
 	p := &Pool{
-		workers:       int64(opts.Workers),
-		capacity:      int64(opts.Workers + opts.Queue),
+		workers:       opts.Workers,
+		capacity:      opts.Workers + opts.Queue,
 		queued:        opts.Queue > 0,
 		lim:           opts.Limiter,
 		perKey:        opts.PerKey,
 		keyCap:        cmp.Or(opts.Queue, DefaultKeyQueue),
 		cancelOnError: opts.CancelOnError,
 		firstError:    opts.FirstError,
-		wake:          make(chan struct{}, 1),
 		jobs:          make(chan job, opts.Workers+opts.Queue),
 		idle:          make(chan struct{}),
 	}
-	if opts.Queue == 0 {
-		p.spins, p.maxSpinning = spins, maxSpinning
-	}
+	p.slotFree.L = &p.mu
+	p.keys.room.L = &p.mu
 	p.life, p.endLife = context.WithCancelCause(parent)
 	p.tasksCtx, p.endTasks = context.WithCancelCause(p.life)
+	p.workWG.Add(1)
+	context.AfterFunc(p.life, p.lifeEnded) // Wait and Close end the life
 	return p, nil
 }
 
@@ -245,7 +230,7 @@ func (p *Pool) TryGoKey(key string, task func(ctx context.Context) error) error 
 	if task == nil {
 		return ErrNilTask
 	}
-	if p.keys.waiting(key) {
+	if p.waiting(key) {
 		return fmt.Errorf("pool: tasks of key %q are waiting: %w", key, limiter.ErrLimited)
 	}
 	return p.submit(context.Background(), p.keyLimiter(key), true, task)
@@ -267,74 +252,166 @@ func (p *Pool) keyLimiter(key string) limiter.Limiter {
 	return limiter.Chain(p.lim, kl)
 }
 
-// submit reserves a worker, passes lim, and hands task over. A ctx that is
-// never done (context.Background) waits on the pool's life alone.
+// submit takes a slot, passes lim (unless the worker will: Options.Queue),
+// and hands task to a worker.
 func (p *Pool) submit(ctx context.Context, lim limiter.Limiter, try bool, task func(context.Context) error) error {
 	if task == nil {
 		return ErrNilTask
 	}
-	// Fast path: enter and reserve a slot in one compare-and-swap.
-	reserved := false
-	for {
-		s := p.state.Load()
-		if s&closedBit != 0 {
-			return ErrClosed
-		}
-		if s&activeMask >= p.capacity {
-			if p.state.Add(pendingOne)&closedBit != 0 {
-				p.leave()
-				return ErrClosed
-			}
-			break
-		}
-		if p.state.CompareAndSwap(s, s+pendingOne+1) {
-			p.spawn(s & activeMask)
-			reserved = true
-			break
+	p.mu.Lock()
+	err := p.enter(ctx)
+	if err == nil {
+		if err = p.takeSlot(ctx, try); err != nil {
+			p.leave()
 		}
 	}
-	if err := p.submitEntered(ctx, lim, try, reserved, task); err != nil {
-		p.leave()
+	p.mu.Unlock()
+	if err != nil {
 		return err
+	}
+	j := job{fn: task, lim: lim}
+	if !p.queued && lim != nil {
+		lease, err := p.pass(ctx, lim, try)
+		if err != nil {
+			p.done(nil) // give the slot back; Go reports err, not Wait
+			return err
+		}
+		j = job{fn: task, lease: lease}
+	}
+	p.jobs <- j // never blocks: a slot taken is a free place
+	return nil
+}
+
+// enter counts a call in progress, unless the pool is closed or ctx has
+// ended. p.mu is held.
+func (p *Pool) enter(ctx context.Context) error {
+	if p.closed {
+		return ErrClosed
+	}
+	if err := p.startErr(ctx); err != nil {
+		return err
+	}
+	p.pending++
+	return nil
+}
+
+// startErr is why a task with ctx cannot start now, or nil.
+func (p *Pool) startErr(ctx context.Context) error {
+	if p.life.Err() != nil {
+		return p.lifeErr()
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
 	}
 	return nil
 }
 
-func (p *Pool) submitEntered(ctx context.Context, lim limiter.Limiter, try, reserved bool, task func(context.Context) error) error {
-	if p.life.Err() != nil {
-		if reserved {
-			p.unreserve()
-		}
+// lifeErr is why the pool's life ended: ErrClosed after Close, else the
+// Options.Context's cause.
+func (p *Pool) lifeErr() error {
+	if p.closedErr.Load() {
+		return ErrClosed
+	}
+	return context.Cause(p.life)
+}
+
+// lifeCause is err, the error of a wait on the pool's life, or why the
+// life ended if it did: ErrClosed rather than a limiter's bare
+// context.Canceled.
+func (p *Pool) lifeCause(err error) error {
+	if err != nil && p.life.Err() != nil {
 		return p.lifeErr()
 	}
-	if ctx.Err() != nil { // ended before the task could start
-		if reserved {
-			p.unreserve()
-		}
-		return context.Cause(ctx)
+	return err
+}
+
+// leave ends one pending call or task; the last one after Wait or Close
+// stops the workers. p.mu is held.
+func (p *Pool) leave() {
+	p.pending--
+	if p.closed && p.pending == 0 {
+		p.finish()
 	}
-	if !reserved {
-		if try {
-			return ErrBusy
-		}
-		if err := p.waitSlot(ctx); err != nil {
-			return err
-		}
+}
+
+// finish closes jobs, which stops the workers, and idle, which Wait and
+// Close wait for, once nothing is pending after Wait or Close. p.mu is held.
+func (p *Pool) finish() {
+	if !p.finished {
+		p.finished = true
+		close(p.jobs)
+		close(p.idle)
 	}
-	if p.queued {
-		p.jobs <- job{fn: task, lim: lim} // never blocks: a reserved slot is a free place
+}
+
+// takeSlot takes a slot for a task of Go, waiting (with p.mu released)
+// while all Workers + Queue are taken, unless try. p.mu is held.
+func (p *Pool) takeSlot(ctx context.Context, try bool) error {
+	if try && !p.slotOpen() {
+		return ErrBusy
+	}
+	if err := p.waitUntil(&p.slotFree, ctx, p.slotOpen); err != nil {
+		return err
+	}
+	p.take()
+	if p.slotOpen() {
+		p.slotFree.Signal() // another Go may fit too
+	}
+	return nil
+}
+
+func (p *Pool) slotOpen() bool { return p.slots < p.capacity }
+
+// take takes a slot, starting a worker goroutine when the slots taken
+// outnumber them, up to Workers. Go takes up to capacity (Workers plus
+// Options.Queue); a keyed task up to Workers, so that it is granted only
+// when a worker will start it at once. p.mu is held.
+func (p *Pool) take() {
+	p.slots++
+	if p.spawned < p.workers && p.spawned < p.slots {
+		p.spawned++
+		p.workWG.Add(1)
+		go p.worker()
+	}
+}
+
+// waitUntil waits on c, with p.mu released while it waits, until ok()
+// holds, ctx ends or the pool's life ends (lifeEnded broadcasts). p.mu is
+// held.
+func (p *Pool) waitUntil(c *sync.Cond, ctx context.Context, ok func() bool) error {
+	if ok() {
 		return nil
 	}
-	var lease limiter.Lease
-	if lim != nil {
-		var err error
-		if lease, err = p.pass(ctx, lim, try); err != nil {
-			p.unreserve()
+	if ctx.Done() != nil { // only when the caller has to wait: this allocates
+		stop := context.AfterFunc(ctx, func() {
+			p.mu.Lock()
+			c.Broadcast()
+			p.mu.Unlock()
+		})
+		defer stop()
+	}
+	for !ok() {
+		if err := p.startErr(ctx); err != nil {
+			if ok() {
+				c.Signal() // the wake-up this call may have taken is another's
+			}
 			return err
 		}
+		c.Wait()
 	}
-	p.jobs <- job{fn: task, lease: lease} // never blocks: a reserved slot is a free place
 	return nil
+}
+
+// lifeEnded runs once the pool's life has ended (Close, Options.Context
+// ended, Wait): it fails the queued keyed tasks, and wakes every call
+// waiting for a slot or for room, so that it fails too.
+func (p *Pool) lifeEnded() {
+	defer p.workWG.Done()
+	p.drainKeys()
+	p.mu.Lock()
+	p.slotFree.Broadcast()
+	p.keys.room.Broadcast()
+	p.mu.Unlock()
 }
 
 // pass takes one permit from lim, waiting unless try.
@@ -347,10 +424,7 @@ func (p *Pool) pass(ctx context.Context, lim limiter.Limiter, try bool) (limiter
 	}
 	if ctx.Done() == nil { // Go: wait on the pool's life alone, allocating nothing
 		lease, err := lim.Acquire(p.life, 1)
-		if err != nil && p.life.Err() != nil {
-			err = p.lifeErr()
-		}
-		return lease, err
+		return lease, p.lifeCause(err)
 	}
 	// Wait on both ctx and the pool's life: this allocates, but only when
 	// the caller has to wait anyway.
@@ -359,113 +433,30 @@ func (p *Pool) pass(ctx context.Context, lim limiter.Limiter, try bool) (limiter
 	return lease, stop(err)
 }
 
-// lifeErr is why the pool's life ended: ErrClosed after Close, else the
-// Options.Context's cause.
-func (p *Pool) lifeErr() error {
-	if p.closedErr.Load() {
-		return ErrClosed
+// waitContext is a context that ends when ctx or the pool's life ends, and
+// the function to call with the error of the wait once it is over: it lets
+// the context go and, when the wait failed because the context ended,
+// returns why it ended (ctx's cause, or ErrClosed after Close) in place of
+// the bare context.Canceled a limiter reports.
+func (p *Pool) waitContext(ctx context.Context) (context.Context, func(error) error) {
+	if ctx.Done() == nil {
+		return p.life, p.lifeCause
 	}
-	return context.Cause(p.life)
-}
-
-// reserve takes a slot if fewer than limit are taken, starting a worker
-// goroutine when the reserved slots outnumber them. Go reserves up to
-// capacity (Workers plus Options.Queue); a keyed task up to Workers, so that
-// it is granted only when a worker will start it at once.
-func (p *Pool) reserve(limit int64) bool {
-	for {
-		s := p.state.Load()
-		if s&activeMask >= limit {
-			return false
+	wctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(p.life, func() { cancel(p.lifeErr()) })
+	return wctx, func(err error) error {
+		stop()
+		if err != nil && wctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+			err = context.Cause(wctx)
 		}
-		if p.state.CompareAndSwap(s, s+1) {
-			p.spawn(s & activeMask)
-			return true
-		}
-	}
-}
-
-// spawn makes sure a worker goroutine exists for the slot just reserved
-// above n others, up to Workers.
-func (p *Pool) spawn(n int64) {
-	for s := p.spawned.Load(); s <= n && s < p.workers; s = p.spawned.Load() {
-		if p.spawned.CompareAndSwap(s, s+1) {
-			p.workWG.Add(1)
-			go p.worker()
-		}
-	}
-}
-
-// unreserve gives a slot back and wakes a parked Go or a ready key.
-func (p *Pool) unreserve() {
-	p.state.Add(-1)
-	p.wakeWaiter()
-	if p.keys.nready.Load() > 0 {
-		p.dispatch()
-	}
-}
-
-// wakeWaiter wakes a Go call parked for a slot, if there is one.
-func (p *Pool) wakeWaiter() {
-	if p.waiters.Load() > 0 {
-		select {
-		case p.wake <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// spins is how many times waitSlot yields before it parks when Go waits
-// for a worker: with short tasks a worker is usually free again within a
-// few yields, and parking costs more. With Options.Queue a full queue drains
-// one task at a time and waitSlot parks at once (measured: polling there
-// costs more than it saves).
-const (
-	spins      = 64
-	yieldEvery = 1 // polls between two yields
-)
-
-// waitSlot waits until reserve succeeds, ctx ends or the pool's life ends.
-func (p *Pool) waitSlot(ctx context.Context) error {
-	for i := range p.spins {
-		if p.reserve(p.capacity) {
-			return nil
-		}
-		if i%yieldEvery == yieldEvery-1 {
-			runtime.Gosched()
-		}
-	}
-	done := ctx.Done() // nil, blocking forever, for context.Background
-	p.waiters.Add(1)
-	defer p.waiters.Add(-1)
-	for {
-		if p.reserve(p.capacity) {
-			// Pass the wake-up on: another waiter may fit too.
-			if p.state.Load()&activeMask < p.capacity {
-				select {
-				case p.wake <- struct{}{}:
-				default:
-				}
-			}
-			return nil
-		}
-		select {
-		case <-p.wake:
-		case <-done:
-			return context.Cause(ctx)
-		case <-p.life.Done():
-			return p.lifeErr()
-		}
+		cancel(nil)
+		return err
 	}
 }
 
 func (p *Pool) worker() {
 	defer p.workWG.Done()
-	for {
-		j, ok := p.next()
-		if !ok {
-			return
-		}
+	for j := range p.jobs {
 		if !p.run(j) {
 			// The task called runtime.Goexit: this goroutine is ending,
 			// so run started a replacement.
@@ -474,70 +465,34 @@ func (p *Pool) worker() {
 	}
 }
 
-// workerSpins is how many times an idle worker polls for a job, yielding
-// between polls, before it parks: when Go hands each task over, a burst of
-// short tasks then flows without a park and a wake-up per task. Only
-// maxSpinning idle workers poll at once; the others park at once, so that
-// many idle workers do not take the CPU from the goroutines that submit.
-// With Options.Queue no worker polls: the queue keeps them busy, and
-// measured, polling there cost more than it saved.
-const (
-	workerSpins = 64
-	maxSpinning = 1
-)
-
-// next returns the next job, or false once the pool is finished.
-func (p *Pool) next() (job, bool) {
-	if p.maxSpinning > 0 { // not with Options.Queue: no counter to share then
-		if p.spinning.Add(1) <= p.maxSpinning {
-			for i := range workerSpins {
-				select {
-				case j, ok := <-p.jobs:
-					p.spinning.Add(-1)
-					return j, ok
-				default: // an empty channel is seen without taking its lock
-				}
-				if i%16 == 15 {
-					runtime.Gosched()
-				}
-			}
-		}
-		p.spinning.Add(-1)
-	}
-	j, ok := <-p.jobs
-	return j, ok
-}
-
 // run runs one job and does its bookkeeping, also when the task panics or
 // calls runtime.Goexit. It reports whether the task returned or panicked.
-func (p *Pool) run(j job) (ok bool) {
+func (p *Pool) run(j job) (returned bool) {
+	if p.queued {
+		if err := p.admit(&j); err != nil {
+			j.lease.Release()
+			p.done(err)
+			return true
+		}
+	}
 	normal := false
 	defer func() {
 		if normal {
 			return
 		}
 		var err error
-		{
-			if v := recover(); v != nil {
-				err, ok = &PanicError{Value: v, Stack: debug.Stack()}, true
-			} else {
-				err = ErrGoexit // Goexit cannot be stopped: replace this worker.
-				p.workWG.Add(1)
-				go p.worker()
-			}
+		if v := recover(); v != nil {
+			err, returned = &PanicError{Value: v, Stack: debug.Stack()}, true
+		} else {
+			err = ErrGoexit // Goexit cannot be stopped: replace this worker.
+			p.workWG.Add(1)
+			go p.worker()
 		}
-		p.done(j, err)
+		p.ended(j, err)
 	}()
-	if p.queued {
-		if err := p.admit(&j); err != nil {
-			normal = true
-			p.done(j, err)
-			return true
-		}
-	}
 	err := j.fn(p.tasksCtx)
 	normal = true
-	p.done(j, err)
+	p.ended(j, err)
 	return true
 }
 
@@ -552,68 +507,56 @@ func (p *Pool) admit(j *job) error {
 	}
 	lease, err := j.lim.Acquire(p.life, 1)
 	if err != nil {
-		if p.life.Err() != nil {
-			err = p.lifeErr()
-		}
-		return fmt.Errorf("pool: a queued task did not start: %w", err)
+		return fmt.Errorf("pool: a queued task did not start: %w", p.lifeCause(err))
 	}
 	j.lease = lease
 	return nil
 }
 
-// done finishes a job: releases its lease, records its error, frees its slot.
-// run calls it once, on its normal path or in its deferred function.
-func (p *Pool) done(j job, err error) {
+// ended finishes a task: it releases the task's lease and frees its slot.
+func (p *Pool) ended(j job, err error) {
 	j.lease.Release()
+	p.done(err)
+}
+
+// done frees a task's slot and records its error (nil for a Go call that
+// failed: Go reports that), then hands the slot to a waiting Go call or a
+// ready key.
+func (p *Pool) done(err error) {
+	p.mu.Lock()
 	if err != nil {
 		p.record(err)
 	}
-	// Free the slot and leave in one operation.
-	if p.state.Add(-pendingOne-1) == closedBit {
-		p.finish()
-	}
-	p.wakeWaiter()
-	if p.keys.nready.Load() > 0 {
+	p.slots--
+	p.slotFree.Signal()
+	p.leave()
+	ready := p.keys.ready.len() > 0
+	p.mu.Unlock()
+	if ready {
 		p.dispatch()
 	}
 }
 
 // record keeps a task's error and, with CancelOnError, ends the tasks'
-// context on the first one.
+// context on the first one. p.mu is held.
 func (p *Pool) record(err error) {
-	p.mu.Lock()
 	first := len(p.errs) == 0
-	if first || !p.firstError {
-		p.errs = append(p.errs, err)
-	}
-	p.mu.Unlock()
 	if first && p.cancelOnError {
 		p.endTasks(err)
 	}
-}
-
-// leave ends one pending Go call or task; the last one after Wait or Close
-// stops the workers.
-func (p *Pool) leave() {
-	if p.state.Add(-pendingOne) == closedBit {
-		p.finish()
+	if first || !p.firstError {
+		p.errs = append(p.errs, err)
 	}
 }
 
 // shut refuses new tasks from now on.
 func (p *Pool) shut() {
-	if p.state.Or(closedBit) == 0 {
+	p.mu.Lock()
+	p.closed = true
+	if p.pending == 0 {
 		p.finish()
 	}
-}
-
-// finish runs once nothing is pending after shut: no Go call can send any
-// more, so the workers can stop.
-func (p *Pool) finish() {
-	p.idleOnce.Do(func() {
-		close(p.jobs)
-		close(p.idle)
-	})
+	p.mu.Unlock()
 }
 
 // Wait refuses new tasks (later Go calls fail with ErrClosed), waits until
@@ -631,10 +574,9 @@ func (p *Pool) finish() {
 func (p *Pool) Wait() error {
 	p.shut()
 	<-p.idle
-	p.keys.stopWatch(p)
-	p.workWG.Wait()
 	p.endTasks(context.Canceled)
-	p.endLife(context.Canceled) // let go of Options.Context
+	p.endLife(context.Canceled) // let go of Options.Context; stop the keys' waiter
+	p.workWG.Wait()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.waited {
