@@ -14,7 +14,8 @@
 // limiter.SlidingLog) the task starts keep too. With 10 tasks of 250 ms,
 // 10 workers and a sliding log of 2 per second, the tasks start in pairs at 0,
 // 1, 2, 3 and 4 s. A lease the limiter grants is released when the task
-// returns, so a limiter.Concurrency shared by several pools bounds them
+// returns (after the pool has reported the task's outcome on it: see
+// Outcomes), so a limiter.Concurrency shared by several pools bounds them
 // together. A nil Limiter means no limit.
 //
 // # Keys: one queue per host
@@ -87,6 +88,21 @@
 // The worker then passes the limiter right before the task starts, so the
 // bound on starts is the same, but a task that cannot start (Close came, the
 // limiter refused) is reported by Wait rather than by Go.
+//
+// # Outcomes
+//
+// When a task started through a limiter returns, the pool reports what
+// became of it on the task's lease, before it releases the lease:
+// lease.Report(limiter.OutcomeOf(err), d), where err is what the task
+// returned and d how long it ran. So a limiter that adapts its limit to the
+// other side's capacity learns from every task: a task whose error wraps
+// limiter.ErrThrottled (fmt.Errorf("GET %s: 429: %w", u, limiter.ErrThrottled))
+// is reported Throttled, nil Succeeded, an error wrapping context.Canceled
+// Unknown, and any other error, a panic included, Failed. A keyed task's
+// report reaches both the pool's Limiter and its key's (limiter.Chain
+// forwards it); Map and MapKey report the error f returned. Limiters that do
+// not learn from outcomes ignore the report; it costs two clock reads per
+// task that holds a lease, and no allocation.
 //
 // # Results
 //

@@ -560,21 +560,24 @@ func TestGoContextCloseAndDeadline(t *testing.T) {
 }
 
 // TestNoAllocsPerTask: Go (with a limiter), the queued mode and GoKey
-// allocate nothing per task once warm.
+// allocate nothing per task once warm, nor does reporting each task's
+// outcome to a limiter that learns from outcomes.
 func TestNoAllocsPerTask(t *testing.T) {
 	lim, err := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(1_000_000_000, time.Second), Burst: 1_000_000_000})
 	if err != nil {
 		t.Fatal(err)
 	}
+	reporter := &countingReporter{}
 	nop := func(context.Context) error { return nil }
 	ctx := context.Background()
 	for name, tc := range map[string]struct {
 		opts   pool.Options
 		submit func(p *pool.Pool)
 	}{
-		"Go":    {pool.Options{Workers: 2, Limiter: lim}, func(p *pool.Pool) { p.Go(nop) }},
-		"Queue": {pool.Options{Workers: 2, Queue: 64, Limiter: lim}, func(p *pool.Pool) { p.Go(nop) }},
-		"GoKey": {pool.Options{Workers: 2, Queue: 64, PerKey: func(string) limiter.Limiter { return lim }}, func(p *pool.Pool) { p.GoKey(ctx, "k", nop) }},
+		"Go":     {pool.Options{Workers: 2, Limiter: lim}, func(p *pool.Pool) { p.Go(nop) }},
+		"Queue":  {pool.Options{Workers: 2, Queue: 64, Limiter: lim}, func(p *pool.Pool) { p.Go(nop) }},
+		"GoKey":  {pool.Options{Workers: 2, Queue: 64, PerKey: func(string) limiter.Limiter { return lim }}, func(p *pool.Pool) { p.GoKey(ctx, "k", nop) }},
+		"Report": {pool.Options{Workers: 2, Limiter: reporter}, func(p *pool.Pool) { p.Go(nop) }},
 	} {
 		p := mustPool(t, tc.opts)
 		for range 1000 { // warm: workers started, the key's queue grown
@@ -586,5 +589,8 @@ func TestNoAllocsPerTask(t *testing.T) {
 		if err := p.Wait(); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if n := reporter.reports.Load(); n < 3000 {
+		t.Errorf("%d outcomes reported, want one per task (3000 or more)", n)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rategate/rategate/limiter"
 )
@@ -31,9 +32,10 @@ type Options struct {
 	// Workers is the most tasks running at once. It must be at least 1.
 	Workers int
 	// Limiter, when not nil, must grant one permit before each task starts;
-	// nil means no limit. A lease it grants is released when the task
-	// returns, so a limiter.Concurrency shared by several pools bounds them
-	// together.
+	// nil means no limit. When the task returns, the pool reports its
+	// outcome and duration on the lease (see Outcomes in the package doc)
+	// and releases it, so a limiter.Concurrency shared by several pools
+	// bounds them together.
 	Limiter limiter.Limiter
 	// PerKey returns the limiter of a key (a host, a tenant) for GoKey and
 	// TryGoKey: a keyed task starts only when Limiter and PerKey(key) both
@@ -111,6 +113,7 @@ type Pool struct {
 	keyCap        int // the most keyed tasks waiting
 	cancelOnError bool
 	firstError    bool
+	keepErrors    bool // false in Map's pools, whose errors go to their results
 
 	life      context.Context // ends on Close or when Options.Context ends
 	endLife   context.CancelCauseFunc
@@ -167,6 +170,7 @@ func New(opts Options) (*Pool, error) {
 		keyCap:        cmp.Or(opts.Queue, DefaultKeyQueue),
 		cancelOnError: opts.CancelOnError,
 		firstError:    opts.FirstError,
+		keepErrors:    true,
 		jobs:          make(chan job, opts.Workers+opts.Queue),
 		idle:          make(chan struct{}),
 	}
@@ -475,6 +479,10 @@ func (p *Pool) run(j job) (returned bool) {
 			return true
 		}
 	}
+	var start time.Time
+	if j.lease.Granted() {
+		start = time.Now()
+	}
 	normal := false
 	defer func() {
 		if normal {
@@ -488,11 +496,11 @@ func (p *Pool) run(j job) (returned bool) {
 			p.workWG.Add(1)
 			go p.worker()
 		}
-		p.ended(j, err)
+		p.ended(j, start, err)
 	}()
 	err := j.fn(p.tasksCtx)
 	normal = true
-	p.ended(j, err)
+	p.ended(j, start, err)
 	return true
 }
 
@@ -513,9 +521,14 @@ func (p *Pool) admit(j *job) error {
 	return nil
 }
 
-// ended finishes a task: it releases the task's lease and frees its slot.
-func (p *Pool) ended(j job, err error) {
-	j.lease.Release()
+// ended finishes a task that ran from start: it reports the task's
+// outcome and duration on its lease (for limiters that learn from outcomes),
+// then releases the lease and frees the task's slot.
+func (p *Pool) ended(j job, start time.Time, err error) {
+	if j.lease.Granted() {
+		j.lease.Report(limiter.OutcomeOf(err), time.Since(start))
+		j.lease.Release()
+	}
 	p.done(err)
 }
 
@@ -544,7 +557,7 @@ func (p *Pool) record(err error) {
 	if first && p.cancelOnError {
 		p.endTasks(err)
 	}
-	if first || !p.firstError {
+	if p.keepErrors && (first || !p.firstError) {
 		p.errs = append(p.errs, err)
 	}
 }
