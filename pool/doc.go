@@ -48,9 +48,9 @@
 //	}
 //	err := p.Wait()
 //
-// Memory stays bounded: at most Options.Queue keyed tasks (DefaultKeyQueue
-// when 0) wait in the keys' queues, and GoKey waits only while that many do.
-// MapKey is Map with keys.
+// Memory stays bounded: at most Options.Queue keyed tasks (DefaultKeyQueue,
+// 16,384, when 0) wait in the keys' queues, and GoKey waits only while that
+// many do; DefaultKeyQueue says what they cost. MapKey is Map with keys.
 //
 // # Submitting, waiting, failing
 //

@@ -30,7 +30,9 @@ import (
 //
 // A queued task that cannot start (ctx ended first, Close came, or a limiter
 // failed: limiter.ErrExceedsLimit, limiter.ErrClosed) never runs; Wait
-// reports its error. A nil ctx panics.
+// reports its error. When ctx ends, or Close comes, the task fails at once,
+// not when its key is next tried: Wait does not wait for its key's limiter.
+// A nil ctx panics.
 func (p *Pool) GoKey(ctx context.Context, key string, task func(ctx context.Context) error) error {
 	if ctx == nil {
 		panic("pool: nil Context")

@@ -75,8 +75,14 @@ type Options struct {
 }
 
 // DefaultKeyQueue is the cap on keyed tasks waiting to start when
-// Options.Queue is 0.
-const DefaultKeyQueue = 1024
+// Options.Queue is 0: enough to queue a crawl of 1,000 hosts × 10 URLs
+// whole, in whatever order it is submitted, so that every host is kept as
+// busy as its limit allows. The pool's own memory for waiting tasks is at
+// most 64 bytes per task plus 256 bytes per key with waiting tasks (the
+// tasks' closures and the keys' limiters aside): at this cap, at most 1 MiB
+// for the tasks of a few keys, and 5 MiB when every task has a key of its
+// own.
+const DefaultKeyQueue = 16384
 
 // PanicError is the error of a task that panicked: the pool recovers the
 // panic, so the process does not crash and Wait still returns.
