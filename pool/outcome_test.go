@@ -87,7 +87,7 @@ func outcomeTask(i int) func(context.Context) error {
 // pool reports its outcome (limiter.OutcomeOf of its error; a panic is
 // Failed) and its duration on the task's lease, before releasing it: with
 // Go, in the queued mode, with GoKey (on the pool's Limiter and the key's,
-// through their Chain) and with Map and MapKey.
+// through their Chain).
 func TestOutcomesReported(t *testing.T) {
 	submit := map[string]func(t *testing.T, p *pool.Pool, i int){
 		"Go":    func(t *testing.T, p *pool.Pool, i int) { p.Go(outcomeTask(i)) },
@@ -124,8 +124,13 @@ func TestOutcomesReported(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestMapOutcomesReported: Map and MapKey report the outcome of the error
+// f returned, and f's duration, on the lease of each call.
+func TestMapOutcomesReported(t *testing.T) {
 	for _, keyed := range []bool{false, true} {
-		t.Run(fmt.Sprint("Map/keyed=", keyed), func(t *testing.T) {
+		t.Run(fmt.Sprint("keyed=", keyed), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				rec := &reportRecorder{}
 				f := func(ctx context.Context, i int) (int, error) { return i, outcomeTask(i)(ctx) }
