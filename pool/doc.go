@@ -113,12 +113,16 @@
 //
 // # Cost
 //
-// The pool keeps its state under one mutex. Submitting a task with Go takes
-// it once, then a buffered channel send and the limiter's fast path hand the
-// task to a worker; finishing one takes it once more. No allocation per
-// task. GoKey takes the mutex once to queue a task and once to hand it out,
-// and allocates only when a key's queue grows, or when the context of a
-// queued task is one no other queued task has (the pool watches it with
-// context.AfterFunc, so that the task fails as soon as it ends). bench/
-// measures both beside errgroup, alitto/pond and sourcegraph/conc.
+// The pool is a textbook one: its state, with the tasks handed to the
+// workers in a first-in, first-out queue, sits under one mutex; idle
+// workers and waiting Go calls wait on condition variables. Submitting a
+// task with Go takes the mutex once (besides the limiter's fast path), and a
+// worker finishes a task and takes the next in one critical section, so a
+// busy pool hands tasks over without waking anyone. No allocation per task.
+// GoKey takes the mutex once to queue a task; a worker tries the key's
+// limiter for it. GoKey allocates only when a key's queue grows, or when the
+// context of a queued task is one no other queued task has (the pool
+// watches it with context.AfterFunc, so that the task fails as soon as it
+// ends). bench/ measures the pool beside errgroup, alitto/pond,
+// sourcegraph/conc and a plain mutex-and-channel pool.
 package pool

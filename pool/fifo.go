@@ -1,63 +1,78 @@
 package pool
 
-import "slices"
-
-// fifo is a first-in, first-out queue on a slice: a key's waiting tasks, and
-// the keys ready to be tried. Its array is reused once it empties, and a
-// push moves the items down before it grows the array, so a queue that
-// fills and drains does not allocate, and its array holds at most twice the
-// items it held at once.
+// fifo is a first-in, first-out queue on a ring buffer: the tasks handed
+// to the workers, a key's waiting tasks, and the keys ready to be tried.
+// Its buffer doubles when full and is reused as it drains, so a queue that
+// fills and drains does not allocate, and it holds at most twice the items
+// it held at once.
 type fifo[T any] struct {
-	items []T // items[head:] wait, oldest first
-	head  int
+	buf  []T // len(buf) is 0 or a power of two
+	head int // buf[head] is the oldest item
+	n    int
 }
 
-func (q *fifo[T]) len() int { return len(q.items) - q.head }
+func (q *fifo[T]) len() int { return q.n }
 
-func (q *fifo[T]) front() T { return q.items[q.head] }
+// at is the i-th item, oldest first.
+func (q *fifo[T]) at(i int) *T { return &q.buf[(q.head+i)&(len(q.buf)-1)] }
+
+func (q *fifo[T]) front() T { return *q.at(0) }
 
 func (q *fifo[T]) push(x T) {
-	if len(q.items) == cap(q.items) && q.head > 0 {
-		n := copy(q.items, q.items[q.head:])
-		clear(q.items[n:])
-		q.items, q.head = q.items[:n], 0
-	}
-	q.items = append(q.items, x)
+	q.grow()
+	*q.at(q.n) = x
+	q.n++
 }
 
-// pushFront puts x back first, where pop took it from.
+// pushFront puts x first, where pop takes it from.
 func (q *fifo[T]) pushFront(x T) {
-	if q.head == 0 {
-		q.items = slices.Insert(q.items, 0, x)
-		return
-	}
-	q.head--
-	q.items[q.head] = x
+	q.grow()
+	q.head = (q.head - 1) & (len(q.buf) - 1)
+	q.buf[q.head] = x
+	q.n++
 }
 
 func (q *fifo[T]) pop() T {
-	x := q.items[q.head]
+	p := q.at(0)
+	x := *p
 	var zero T
-	q.items[q.head] = zero
-	q.head++
-	if q.head == len(q.items) {
-		q.items, q.head = q.items[:0], 0
-	}
+	*p = zero
+	q.head = (q.head + 1) & (len(q.buf) - 1)
+	q.n--
 	return x
+}
+
+// grow makes room for one more item.
+func (q *fifo[T]) grow() {
+	if q.n < len(q.buf) {
+		return
+	}
+	buf := make([]T, max(1, 2*len(q.buf)))
+	for i := range q.n {
+		buf[i] = *q.at(i)
+	}
+	q.buf, q.head = buf, 0
 }
 
 // removeFunc removes the items for which del returns true, keeping the
 // others in order. del is called once per item, oldest first.
 func (q *fifo[T]) removeFunc(del func(T) bool) {
-	kept := slices.DeleteFunc(q.items[q.head:], del) // clears what it removed
-	q.items = q.items[:q.head+len(kept)]
-	if q.len() == 0 {
-		q.items, q.head = q.items[:0], 0
+	kept := 0
+	for i := range q.n {
+		if x := *q.at(i); !del(x) {
+			*q.at(kept) = x
+			kept++
+		}
 	}
+	var zero T
+	for i := kept; i < q.n; i++ {
+		*q.at(i) = zero
+	}
+	q.n = kept
 }
 
-// reset empties the queue, keeping its array.
+// reset empties the queue, keeping its buffer.
 func (q *fifo[T]) reset() {
-	clear(q.items)
-	q.items, q.head = q.items[:0], 0
+	clear(q.buf)
+	q.head, q.n = 0, 0
 }

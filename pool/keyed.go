@@ -79,9 +79,8 @@ func (k *keyQueue) SetHeapIndex(i int) { k.index = i }
 
 // keySched is the keyed tasks' scheduler, guarded by Pool.mu: the keys with
 // queued tasks, the ready ones, and the parked ones with the one goroutine
-// that wakes them, which runs only while keys are parked. GoKey, a finishing
-// task, that goroutine and an Acquire that returns each hand out what became
-// ready (Pool.dispatch).
+// that wakes them, which runs only while keys are parked. The workers try
+// the ready keys' heads (Pool.nextKeyJob).
 type keySched struct {
 	keys    map[string]*keyQueue
 	ready   fifo[*keyQueue]
@@ -123,19 +122,16 @@ func (p *Pool) goKey(ctx context.Context, key string, task func(context.Context)
 	if task == nil {
 		return ErrNilTask
 	}
+	ended := p.startErr(ctx)
 	p.mu.Lock()
-	err := p.enter(ctx)
+	err := p.enter(ended)
 	if err == nil {
 		if err = p.enqueue(key, keyItem{fn: task, ctx: ctx, onFail: onFail}); err != nil {
 			p.leave()
 		}
 	}
 	p.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	p.dispatch()
-	return nil
+	return err
 }
 
 // enqueue appends it to key's queue once the queued tasks are under the
@@ -153,8 +149,7 @@ func (p *Pool) enqueue(key string, it keyItem) error {
 		s.room.Signal() // another GoKey may fit too
 	}
 	if k.state == keyIdle {
-		k.state = keyReady
-		s.ready.push(k)
+		p.ready(k, false)
 	}
 	return nil
 }
@@ -190,7 +185,7 @@ func (p *Pool) forget(k *keyQueue) {
 	s := &p.keys
 	delete(s.keys, k.key)
 	*k = keyQueue{items: k.items, index: -1}
-	if len(s.free) < maxFreeQueues && cap(k.items.items) <= maxFreeItems {
+	if len(s.free) < maxFreeQueues && len(k.items.buf) <= maxFreeItems {
 		s.free = append(s.free, k)
 	}
 }
@@ -202,8 +197,19 @@ func (p *Pool) requeue(k *keyQueue) {
 		p.forget(k)
 		return
 	}
+	p.ready(k, false)
+}
+
+// ready puts k, which is in no list, in the ready list (first, or last)
+// and tells a worker. p.mu is held.
+func (p *Pool) ready(k *keyQueue, first bool) {
 	k.state = keyReady
-	p.keys.ready.push(k)
+	if first {
+		p.keys.ready.pushFront(k)
+	} else {
+		p.keys.ready.push(k)
+	}
+	p.kick()
 }
 
 // watch makes sure a queued task with ctx fails as soon as ctx ends, not
@@ -290,11 +296,11 @@ func (p *Pool) expire() {
 	}
 }
 
-// dispatch hands the keyed tasks that may start now to free workers, until
-// no key is ready or no worker is free.
-func (p *Pool) dispatch() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// nextKeyJob takes a slot and returns the head of the first ready key
+// whose limiters grant it, as a job for the calling worker to start at
+// once; false when no key is ready or no slot is free below Workers. p.mu
+// is held.
+func (p *Pool) nextKeyJob() (job, bool) {
 	s := &p.keys
 	for s.ready.len() > 0 && p.slots < p.workers {
 		k := s.ready.pop()
@@ -303,14 +309,14 @@ func (p *Pool) dispatch() {
 			p.forget(k)
 			continue
 		}
-		p.take()
+		p.slots++
 		if j, ok := p.tryKey(k); ok {
-			p.jobs <- j // never blocks: a slot taken is a free place, and a worker is idle
-			continue
+			return j, true
 		}
 		p.slots--
 		p.slotFree.Signal()
 	}
+	return job{}, false
 }
 
 // tryKey takes k's head out of its queue and asks k's limiter for it, with
@@ -380,11 +386,9 @@ func (p *Pool) acquire(k *keyQueue, it keyItem) {
 	} else {
 		k.items.pushFront(it)
 		k.lease = lease
-		k.state = keyReady
-		p.keys.ready.pushFront(k)
+		p.ready(k, true)
 	}
 	p.mu.Unlock()
-	p.dispatch()
 }
 
 // wakeAt makes sure the parked keys are woken on time: it starts their
@@ -409,7 +413,7 @@ func (p *Pool) pokeWaker() {
 
 // wakeParked runs while keys are parked: it waits precisely (as limiter's
 // queues do: internal/precise) until the earliest parked key is due, moves
-// the keys that are due to the ready list, and hands their tasks out. A key
+// the keys that are due to the ready list, and tells the workers. A key
 // is then tried at the instant its limiter named, not when a late timer
 // fires. It ends when no key is parked, or with the pool's life.
 func (p *Pool) wakeParked() {
@@ -421,9 +425,7 @@ func (p *Pool) wakeParked() {
 		p.mu.Lock()
 		now := time.Now()
 		for len(s.parked) > 0 && !s.parked[0].at.After(now) {
-			k := heap.Pop(&s.parked).(*keyQueue)
-			k.state = keyReady
-			s.ready.push(k)
+			p.ready(heap.Pop(&s.parked).(*keyQueue), false)
 		}
 		var at time.Time
 		if len(s.parked) > 0 {
@@ -432,7 +434,6 @@ func (p *Pool) wakeParked() {
 			s.waking = false
 		}
 		p.mu.Unlock()
-		p.dispatch()
 		if at.IsZero() {
 			return
 		}

@@ -111,6 +111,27 @@ func (e *PanicError) Unwrap() error {
 // Make it with New, submit with Go, GoContext, GoKey or TryGo, and end it
 // with Wait or Close. Its methods are safe for concurrent use.
 type Pool struct {
+	// The state, guarded by mu. What a task's submission and finish write
+	// comes first, so that it shares mu's cache line.
+	mu       sync.Mutex
+	jobs     fifo[handOff] // tasks handed to the workers, not yet taken by one
+	pending  int           // Go and GoKey calls in progress, and tasks not finished
+	slots    int           // slots taken: tasks handed to the workers, and Go calls passing the limiter
+	idlers   int           // idle workers waiting on work that no kick has woken yet
+	spawned  int           // worker goroutines started
+	closed   bool          // Wait or Close was called: no new task
+	finished bool          // closed and nothing pending: the workers stop
+	// leases holds, without Options.Queue, the lease each of jobs starts
+	// on, in the same order: apart, so that a job in the queue, which one
+	// core writes and another reads, is three words rather than seven.
+	leases   fifo[limiter.Lease]
+	work     sync.Cond // idle workers wait on it for a job, a ready key, or the end
+	slotFree sync.Cond // Go calls wait on it for a slot
+	keys     keySched  // GoKey's queues, one per key with work
+	errs     []error
+	result   error
+	waited   bool
+
 	workers       int
 	capacity      int  // Workers + Queue: the slots Go may take
 	queued        bool // Queue > 0: workers pass the limiter
@@ -125,31 +146,25 @@ type Pool struct {
 	endLife   context.CancelCauseFunc
 	tasksCtx  context.Context // the tasks' context: life, also ended by the first error or Wait
 	endTasks  context.CancelCauseFunc
-	closedErr atomic.Bool // Close was called
-
-	jobs   chan job      // to the workers; a slot taken is a free place in it
-	idle   chan struct{} // closed once the pool is closed and nothing is pending
-	workWG sync.WaitGroup
-
-	mu       sync.Mutex // guards what follows, and keys
-	closed   bool       // Wait or Close was called: no new task
-	finished bool       // jobs and idle are closed
-	pending  int        // Go and GoKey calls in progress, and tasks not finished
-	slots    int        // slots taken: tasks handed to the workers, and Go calls passing the limiter
-	spawned  int        // worker goroutines started
-	slotFree sync.Cond  // Go calls waiting for a slot
-	keys     keySched   // GoKey's queues, one per key with work
-	errs     []error
-	result   error
-	waited   bool
+	closedErr atomic.Bool   // Close was called
+	idle      chan struct{} // closed once the pool is closed and nothing is pending
+	workWG    sync.WaitGroup
 }
 
 const maxWorkers = 1<<24 - 1 // the largest Workers + Queue
 
+// job is a task for a worker: its function, the lease it starts on, and,
+// with Options.Queue, the limiter the worker must pass first.
 type job struct {
 	fn    func(context.Context) error
 	lease limiter.Lease
-	lim   limiter.Limiter // with Queue: the limiter the worker must pass first
+	lim   limiter.Limiter
+}
+
+// handOff is a job waiting in Pool.jobs, without its lease.
+type handOff struct {
+	fn  func(context.Context) error
+	lim limiter.Limiter
 }
 
 // New returns a Pool, or an *limiter.OptionError naming the field if
@@ -177,9 +192,9 @@ func New(opts Options) (*Pool, error) {
 		cancelOnError: opts.CancelOnError,
 		firstError:    opts.FirstError,
 		keepErrors:    true,
-		jobs:          make(chan job, opts.Workers+opts.Queue),
 		idle:          make(chan struct{}),
 	}
+	p.work.L = &p.mu
 	p.slotFree.L = &p.mu
 	p.keys.room.L = &p.mu
 	p.life, p.endLife = context.WithCancelCause(parent)
@@ -268,38 +283,46 @@ func (p *Pool) submit(ctx context.Context, lim limiter.Limiter, try bool, task f
 	if task == nil {
 		return ErrNilTask
 	}
+	ended := p.startErr(ctx) // two atomic loads, before the lock
 	p.mu.Lock()
-	err := p.enter(ctx)
+	err := p.enter(ended)
 	if err == nil {
 		if err = p.takeSlot(ctx, try); err != nil {
 			p.leave()
 		}
 	}
-	p.mu.Unlock()
 	if err != nil {
+		p.mu.Unlock()
 		return err
 	}
-	j := job{fn: task, lim: lim}
+	var lease limiter.Lease
 	if !p.queued && lim != nil {
-		lease, err := p.pass(ctx, lim, try)
-		if err != nil {
-			p.done(nil) // give the slot back; Go reports err, not Wait
-			return err
-		}
-		j = job{fn: task, lease: lease}
+		p.mu.Unlock()
+		lease, err = p.pass(ctx, lim, try)
+		p.mu.Lock()
 	}
-	p.jobs <- j // never blocks: a slot taken is a free place
-	return nil
+	switch {
+	case err != nil:
+		p.taskDone(nil) // give the slot back; Go reports err, not Wait
+	case p.queued:
+		p.jobs.push(handOff{task, lim})
+	default:
+		p.jobs.push(handOff{fn: task})
+		p.leases.push(lease)
+	}
+	p.kick() // the job, or a ready key that fits in the slot given back
+	p.mu.Unlock()
+	return err
 }
 
-// enter counts a call in progress, unless the pool is closed or ctx has
-// ended. p.mu is held.
-func (p *Pool) enter(ctx context.Context) error {
+// enter counts a call in progress, unless the pool is closed or ended is
+// not nil: the call's startErr, read before p.mu was taken. p.mu is held.
+func (p *Pool) enter(ended error) error {
 	if p.closed {
 		return ErrClosed
 	}
-	if err := p.startErr(ctx); err != nil {
-		return err
+	if ended != nil {
+		return ended
 	}
 	p.pending++
 	return nil
@@ -344,26 +367,32 @@ func (p *Pool) leave() {
 	}
 }
 
-// finish closes jobs, which stops the workers, and idle, which Wait and
-// Close wait for, once nothing is pending after Wait or Close. p.mu is held.
+// finish stops the workers and closes idle, which Wait and Close wait for,
+// once nothing is pending after Wait or Close. p.mu is held.
 func (p *Pool) finish() {
 	if !p.finished {
 		p.finished = true
-		close(p.jobs)
 		close(p.idle)
+		p.work.Broadcast()
 	}
 }
 
 // takeSlot takes a slot for a task of Go, waiting (with p.mu released)
-// while all Workers + Queue are taken, unless try. p.mu is held.
+// while all Workers + Queue are taken, unless try. (A keyed task takes a
+// slot only below Workers, so that it is granted only when a worker will
+// start it at once: see nextKeyJob.) p.mu is held.
 func (p *Pool) takeSlot(ctx context.Context, try bool) error {
-	if try && !p.slotOpen() {
+	if p.slotOpen() {
+		p.slots++
+		return nil
+	}
+	if try {
 		return ErrBusy
 	}
 	if err := p.waitUntil(&p.slotFree, ctx, p.slotOpen); err != nil {
 		return err
 	}
-	p.take()
+	p.slots++
 	if p.slotOpen() {
 		p.slotFree.Signal() // another Go may fit too
 	}
@@ -372,13 +401,14 @@ func (p *Pool) takeSlot(ctx context.Context, try bool) error {
 
 func (p *Pool) slotOpen() bool { return p.slots < p.capacity }
 
-// take takes a slot, starting a worker goroutine when the slots taken
-// outnumber them, up to Workers. Go takes up to capacity (Workers plus
-// Options.Queue); a keyed task up to Workers, so that it is granted only
-// when a worker will start it at once. p.mu is held.
-func (p *Pool) take() {
-	p.slots++
-	if p.spawned < p.workers && p.spawned < p.slots {
+// kick tells the workers that a job or a ready key waits: it wakes an idle
+// worker, or starts one if fewer than Workers run. p.mu is held.
+func (p *Pool) kick() {
+	switch {
+	case p.idlers > 0:
+		p.idlers--
+		p.work.Signal()
+	case p.spawned < p.workers:
 		p.spawned++
 		p.workWG.Add(1)
 		go p.worker()
@@ -464,25 +494,63 @@ func (p *Pool) waitContext(ctx context.Context) (context.Context, func(error) er
 	}
 }
 
+// worker runs the jobs and the ready keys' tasks until the pool finishes.
+// It holds p.mu but while a task runs, so that finishing a task and taking
+// the next is one critical section.
 func (p *Pool) worker() {
 	defer p.workWG.Done()
-	for j := range p.jobs {
-		if !p.run(j) {
-			// The task called runtime.Goexit: this goroutine is ending,
-			// so run started a replacement.
-			return
+	p.mu.Lock()
+	for {
+		j, ok := p.next()
+		if !ok {
+			break
 		}
+		p.mu.Unlock()
+		err := p.run(j) // does not return if the task calls runtime.Goexit
+		p.mu.Lock()
+		p.taskDone(err)
+	}
+	p.mu.Unlock()
+}
+
+// next returns the next job, or the head of a ready key whose limiters
+// grant it, waiting while there is neither; false once the pool is
+// finished. p.mu is held.
+func (p *Pool) next() (job, bool) {
+	for {
+		if j, ok := p.take(); ok {
+			return j, true
+		}
+		if p.finished {
+			return job{}, false
+		}
+		p.idlers++
+		p.work.Wait()
 	}
 }
 
-// run runs one job and does its bookkeeping, also when the task panics or
-// calls runtime.Goexit. It reports whether the task returned or panicked.
-func (p *Pool) run(j job) (returned bool) {
+// take takes the oldest job, or else the head of a ready key whose
+// limiters grant it. p.mu is held.
+func (p *Pool) take() (job, bool) {
+	if p.jobs.len() == 0 {
+		return p.nextKeyJob()
+	}
+	h := p.jobs.pop()
+	j := job{fn: h.fn, lim: h.lim}
+	if !p.queued {
+		j.lease = p.leases.pop()
+	}
+	return j, true
+}
+
+// run runs one job and returns the task's error: a *PanicError if it
+// panicked. If the task calls runtime.Goexit, run finishes it (ErrGoexit)
+// and starts a worker in place of this goroutine, which ends.
+func (p *Pool) run(j job) (err error) {
 	if p.queued {
 		if err := p.admit(&j); err != nil {
 			j.lease.Release()
-			p.done(err)
-			return true
+			return err
 		}
 	}
 	var start time.Time
@@ -494,20 +562,22 @@ func (p *Pool) run(j job) (returned bool) {
 		if normal {
 			return
 		}
-		var err error
 		if v := recover(); v != nil {
-			err, returned = &PanicError{Value: v, Stack: debug.Stack()}, true
-		} else {
-			err = ErrGoexit // Goexit cannot be stopped: replace this worker.
-			p.workWG.Add(1)
-			go p.worker()
+			err = &PanicError{Value: v, Stack: debug.Stack()}
+			p.ended(j, start, err)
+			return
 		}
-		p.ended(j, start, err)
+		p.ended(j, start, ErrGoexit) // Goexit cannot be stopped: replace this worker.
+		p.mu.Lock()
+		p.taskDone(ErrGoexit)
+		p.workWG.Add(1)
+		go p.worker()
+		p.mu.Unlock()
 	}()
-	err := j.fn(p.tasksCtx)
+	err = j.fn(p.tasksCtx)
 	normal = true
 	p.ended(j, start, err)
-	return true
+	return err
 }
 
 // admit passes a queued job's limiter, in the worker, right before the task
@@ -527,33 +597,26 @@ func (p *Pool) admit(j *job) error {
 	return nil
 }
 
-// ended finishes a task that ran from start: it reports the task's
-// outcome and duration on its lease (for limiters that learn from outcomes),
-// then releases the lease and frees the task's slot.
+// ended reports the outcome and duration of a task that ran from start on
+// its lease (for limiters that learn from outcomes), then releases the
+// lease.
 func (p *Pool) ended(j job, start time.Time, err error) {
 	if j.lease.Granted() {
 		j.lease.Report(limiter.OutcomeOf(err), time.Since(start))
 		j.lease.Release()
 	}
-	p.done(err)
 }
 
-// done frees a task's slot and records its error (nil for a Go call that
-// failed: Go reports that), then hands the slot to a waiting Go call or a
-// ready key.
-func (p *Pool) done(err error) {
-	p.mu.Lock()
+// taskDone records a task's error (nil for a Go call that failed: Go
+// reports that), frees its slot for a waiting Go call, and ends its place
+// among the pending. p.mu is held.
+func (p *Pool) taskDone(err error) {
 	if err != nil {
 		p.record(err)
 	}
 	p.slots--
 	p.slotFree.Signal()
 	p.leave()
-	ready := p.keys.ready.len() > 0
-	p.mu.Unlock()
-	if ready {
-		p.dispatch()
-	}
 }
 
 // record keeps a task's error and, with CancelOnError, ends the tasks'

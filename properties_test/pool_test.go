@@ -448,17 +448,23 @@ func drawPoolKeyPlan(rt *rapid.T) poolKeyPlan {
 	return plan
 }
 
-func poolKeyRun(pn *panics, plan poolKeyPlan) poolKeyOutcome {
-	out := poolKeyOutcome{runs: map[int]int{}, goErr: map[int]error{}, deadline: map[int]time.Duration{}, starts: make([][]grant, len(plan.keys)), keyPeak: make([]int, len(plan.keys))}
-	start := time.Now()
+// poolKeyPool builds plan's limiters and pool, and a function that closes
+// the limiters.
+func poolKeyPool(plan poolKeyPlan) (*pool.Pool, func(), error) {
+	var closers []func() error
+	closeAll := func() {
+		for _, c := range closers {
+			c()
+		}
+	}
 	var lims []limiter.Limiter
 	for _, c := range plan.keys {
 		l, err := c.build()
 		if err != nil {
-			out.buildErrs = append(out.buildErrs, err.Error())
-			return out
+			closeAll()
+			return nil, nil, err
 		}
-		defer l.Close()
+		closers = append(closers, l.Close)
 		lims = append(lims, l)
 	}
 	opts := pool.Options{Workers: plan.workers, Queue: plan.queue, PerKey: func(k string) limiter.Limiter {
@@ -472,17 +478,29 @@ func poolKeyRun(pn *panics, plan poolKeyPlan) poolKeyOutcome {
 	if plan.global != nil {
 		g, err := plan.global.build()
 		if err != nil {
-			out.buildErrs = append(out.buildErrs, err.Error())
-			return out
+			closeAll()
+			return nil, nil, err
 		}
-		defer g.Close()
+		closers = append(closers, g.Close)
 		opts.Limiter = g
 	}
 	p, err := pool.New(opts)
 	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	return p, closeAll, nil
+}
+
+func poolKeyRun(pn *panics, plan poolKeyPlan) poolKeyOutcome {
+	out := poolKeyOutcome{runs: map[int]int{}, goErr: map[int]error{}, deadline: map[int]time.Duration{}, starts: make([][]grant, len(plan.keys)), keyPeak: make([]int, len(plan.keys))}
+	start := time.Now()
+	p, closeLimiters, err := poolKeyPool(plan)
+	if err != nil {
 		out.buildErrs = append(out.buildErrs, err.Error())
 		return out
 	}
+	defer closeLimiters()
 	var mu sync.Mutex
 	running, keyRunning := 0, make([]int, len(plan.keys))
 	task := func(id int, tk keyTask) func(context.Context) error {
