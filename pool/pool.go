@@ -119,6 +119,7 @@ type Pool struct {
 	slots    int           // slots taken: tasks handed to the workers, and Go calls passing the limiter
 	idlers   int           // idle workers waiting on work that no kick has woken yet
 	spawned  int           // worker goroutines started
+	waking   bool          // a worker that kick woke or started has not come to the work yet
 	closed   bool          // Wait or Close was called: no new task
 	finished bool          // closed and nothing pending: the workers stop
 	// leases holds, without Options.Queue, the lease each of jobs starts
@@ -402,8 +403,15 @@ func (p *Pool) takeSlot(ctx context.Context, try bool) error {
 func (p *Pool) slotOpen() bool { return p.slots < p.capacity }
 
 // kick tells the workers that a job or a ready key waits: it wakes an idle
-// worker, or starts one if fewer than Workers run. p.mu is held.
+// worker, or starts one if fewer than Workers run, unless one is on its
+// way already (that one wakes the next when it comes, if there is more
+// work: see woke). So a burst of short tasks wakes the idle workers one
+// after another as the work needs them, not all at once. p.mu is held.
 func (p *Pool) kick() {
+	if p.waking {
+		return
+	}
+	p.waking = true
 	switch {
 	case p.idlers > 0:
 		p.idlers--
@@ -412,6 +420,17 @@ func (p *Pool) kick() {
 		p.spawned++
 		p.workWG.Add(1)
 		go p.worker()
+	default:
+		p.waking = false
+	}
+}
+
+// woke runs when a worker that kick woke or started comes to the work: it
+// wakes the next if more work waits than this one will take. p.mu is held.
+func (p *Pool) woke() {
+	p.waking = false
+	if p.jobs.len()+p.keys.ready.len() > 1 {
+		p.kick()
 	}
 }
 
@@ -500,6 +519,7 @@ func (p *Pool) waitContext(ctx context.Context) (context.Context, func(error) er
 func (p *Pool) worker() {
 	defer p.workWG.Done()
 	p.mu.Lock()
+	p.woke()
 	for {
 		j, ok := p.next()
 		if !ok {
@@ -526,6 +546,7 @@ func (p *Pool) next() (job, bool) {
 		}
 		p.idlers++
 		p.work.Wait()
+		p.woke()
 	}
 }
 
