@@ -4,7 +4,6 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/rategate/rategate/internal/precise"
@@ -82,15 +81,16 @@ func (k *keyQueue) SetHeapIndex(i int) { k.index = i }
 // that wakes them, which runs only while keys are parked. The workers try
 // the ready keys' heads (Pool.nextKeyJob).
 type keySched struct {
-	keys    map[string]*keyQueue
-	ready   fifo[*keyQueue]
-	parked  timeheap.Heap[*keyQueue]
-	waking  bool          // wakeParked runs
-	poke    chan struct{} // tells it the parked keys changed
-	queued  int           // tasks in every queue
-	room    sync.Cond     // GoKey calls waiting for the queued tasks to go under the cap
-	watches map[<-chan struct{}]ctxWatch
-	free    []*keyQueue // empty queues kept for reuse
+	keys      map[string]*keyQueue
+	ready     fifo[*keyQueue]
+	parked    timeheap.Heap[*keyQueue]
+	waking    bool          // wakeParked runs
+	poke      chan struct{} // tells it the parked keys changed
+	queued    int           // tasks in every queue
+	room      waitList      // GoKey calls waiting for the queued tasks to go under the cap
+	watches   map[<-chan struct{}]ctxWatch
+	free      []*keyQueue // empty queues kept for reuse
+	freeSlots int         // the room for tasks in their buffers
 }
 
 // ctxWatch fails the queued tasks of the contexts that share a Done
@@ -100,13 +100,10 @@ type ctxWatch struct {
 	stop  func() bool
 }
 
-// Empty key queues are kept for reuse, up to maxFreeQueues, each with an
-// array of at most maxFreeItems tasks, so that a key whose queue empties
-// and fills again does not allocate.
-const (
-	maxFreeQueues = 16
-	maxFreeItems  = 64
-)
+// maxFreeQueues is how many empty key queues are kept for reuse, so that
+// a key whose queue empties and fills again does not allocate. Their
+// buffers have room for at most the cap on queued tasks in all.
+const maxFreeQueues = 16
 
 // waiting reports whether tasks of key wait in its queue.
 func (p *Pool) waiting(key string) bool {
@@ -146,7 +143,7 @@ func (p *Pool) enqueue(key string, it keyItem) error {
 	s.queued++
 	p.watch(it.ctx)
 	if p.roomOpen() {
-		s.room.Signal() // another GoKey may fit too
+		s.room.signal() // another GoKey may fit too
 	}
 	if k.state == keyIdle {
 		p.ready(k, false)
@@ -171,6 +168,7 @@ func (p *Pool) queueOf(key string) *keyQueue {
 	var k *keyQueue
 	if n := len(s.free); n > 0 {
 		k, s.free = s.free[n-1], s.free[:n-1]
+		s.freeSlots -= len(k.items.buf)
 	} else {
 		k = &keyQueue{index: -1}
 	}
@@ -185,8 +183,9 @@ func (p *Pool) forget(k *keyQueue) {
 	s := &p.keys
 	delete(s.keys, k.key)
 	*k = keyQueue{items: k.items, index: -1}
-	if len(s.free) < maxFreeQueues && len(k.items.buf) <= maxFreeItems {
+	if len(s.free) < maxFreeQueues && s.freeSlots+len(k.items.buf) <= p.keyCap {
 		s.free = append(s.free, k)
+		s.freeSlots += len(k.items.buf)
 	}
 }
 
@@ -238,7 +237,7 @@ func (p *Pool) watch(ctx context.Context) {
 func (p *Pool) dequeued(it keyItem) {
 	s := &p.keys
 	s.queued--
-	s.room.Signal()
+	s.room.signal()
 	done := it.ctx.Done()
 	if done == nil {
 		return
@@ -314,7 +313,7 @@ func (p *Pool) nextKeyJob() (job, bool) {
 			return j, true
 		}
 		p.slots--
-		p.slotFree.Signal()
+		p.slotFree.signal()
 	}
 	return job{}, false
 }
