@@ -20,10 +20,11 @@ import (
 // starts keep both limiters' bounds.
 //
 // A key whose limiter is not ready holds up only its own queue: it waits for
-// the instant its limiter names (Lease.RetryAfter) without a goroutine, or,
-// when the limiter cannot say (a limiter.Concurrency), in the limiter's
-// Acquire on a goroutine of its own, never on a worker; meanwhile the workers
-// start the tasks of keys that are ready, taking the keys in turn. So a loop
+// the instant its limiter names (Lease.RetryAfter) without a goroutine of
+// its own, or, when the limiter cannot say (a limiter.Concurrency), in the
+// limiter's Acquire on a goroutine of its own, never on a worker; meanwhile
+// the workers start the tasks of keys that are ready, taking the keys in
+// turn. So a loop
 // over URLs in any order, p.GoKey(ctx, u.Host, fetch(u)), keeps every host as
 // busy as its limit allows.
 //
@@ -113,8 +114,7 @@ func (p *Pool) waiting(key string) bool {
 	return k != nil && (k.items.len() > 0 || k.state == keyBusy)
 }
 
-// goKey enters the pool, queues task in key's queue, and hands out what may
-// start.
+// goKey enters the pool and queues task in key's queue.
 func (p *Pool) goKey(ctx context.Context, key string, task func(context.Context) error, onFail func(error)) error {
 	if task == nil {
 		return ErrNilTask
