@@ -4,12 +4,13 @@ import (
 	"sync"
 )
 
-// plainPool is the plain version of rategate's pool core, for the
-// comparison issue 16 asks for: the same design (a slot count that Go waits
-// on, worker goroutines started as needed, a buffered channel hand-off, a
-// count of pending tasks for Wait) with a sync.Mutex and a sync.Cond in
-// place of the packed atomic state word. capacity is Workers (Go waits for a
-// free worker) or Workers + Queue (Go returns once queued).
+// plainPool is a worker pool written the plain way, as a reference for
+// rategate's: a slot count under a sync.Mutex that Go waits on with a
+// sync.Cond, worker goroutines started as needed, a buffered channel that
+// hands the tasks to them, and a sync.WaitGroup of pending tasks for Wait.
+// It has no limiter, no context-aware waiting and no Close. capacity is
+// Workers (Go waits for a free worker) or Workers + Queue (Go returns once
+// the task is queued).
 type plainPool struct {
 	mu       sync.Mutex
 	free     sync.Cond // signalled when a slot frees

@@ -17,12 +17,15 @@ import (
 // rategate's pool.Go, errgroup.Group.Go with SetLimit, pond/v2's Pool.Go and
 // sourcegraph/conc's pool.Go. ns/op is the submitting loop's time per task;
 // ns/task also counts the final Wait, so a pool that queues without bound
-// (pond) pays for the backlog it left. pool-limited adds a token bucket that
-// always grants (the limiter's fast path on every start). plain-mutex is
-// rategate's pool design with a mutex and a sync.Cond in place of its packed
-// atomic state word (pool_plain_test.go), with (plain-mutex-queue) and
-// without a queue. rategate-gokey queues every task under one key with no
-// limiter (the per-key scheduler's own cost).
+// (pond) pays for the backlog it left. rategate-limited adds a token bucket
+// that always grants (the limiter's fast path, and the report of each
+// task's outcome on its lease). rategate-queue sets Options.Queue, so that
+// Go returns once the task is queued, as pond's does. plain-mutex and
+// plain-mutex-queue are a pool written the plain way, a sync.Mutex and a
+// sync.Cond for the slots and a buffered channel to the workers
+// (pool_plain_test.go), without and with a queue. rategate-gokey queues
+// every task under one key with no limiter (the per-key scheduler's own
+// cost).
 func BenchmarkPool(b *testing.B) {
 	for _, workers := range []int{2, 64} {
 		b.Run(fmt.Sprintf("impl=rategate/workers=%d", workers), func(b *testing.B) {

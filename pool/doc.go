@@ -14,7 +14,8 @@
 // limiter.SlidingLog) the task starts keep too. With 10 tasks of 250 ms,
 // 10 workers and a sliding log of 2 per second, the tasks start in pairs at 0,
 // 1, 2, 3 and 4 s. A lease the limiter grants is released when the task
-// returns, so a limiter.Concurrency shared by several pools bounds them
+// returns (after the pool has reported the task's outcome on it: see
+// Outcomes), so a limiter.Concurrency shared by several pools bounds them
 // together. A nil Limiter means no limit.
 //
 // # Keys: one queue per host
@@ -23,16 +24,17 @@
 // Options.PerKey: a keyed task starts when a worker is free and both the
 // pool's Limiter and the key's limiter grant at the same instant
 // (limiter.Chain). GoKey does not wait for either: it puts the task in its
-// key's queue and returns. Each key's queue is first in, first out. A worker
-// that frees up takes the next key that is ready, in turn; a key whose
-// limiter refuses is set aside until the instant the limiter names
-// (Lease.RetryAfter), woken at that instant precisely (as the limiters'
-// queues are) by one waiter for the whole pool that runs only while keys are
-// set aside; or, when the limiter cannot name one (a limiter.Concurrency
-// waits for a release), it waits in the limiter's Acquire on a goroutine that
-// holds no worker. So a key at its limit
-// holds up only its own tasks, whatever order the tasks were submitted in,
-// and an idle key costs nothing: no goroutine, no timer, no queue.
+// key's queue and returns. Each key's queue is first in, first out. A free
+// worker takes the next key that is ready, in turn, and asks its limiters
+// for the task at the head of its queue, which it starts at once if they
+// grant. A key whose limiter refuses is set aside until the instant the
+// limiter names (Lease.RetryAfter), woken at that instant precisely (as the
+// limiters' queues are) by one waiter for the whole pool that runs only
+// while keys are set aside; or, when the limiter cannot name one (a
+// limiter.Concurrency waits for a release), its head waits in the limiter's
+// Acquire on a goroutine that holds no worker. So a key at its limit holds
+// up only its own tasks, whatever order the tasks were submitted in, and an
+// idle key costs nothing: no goroutine, no timer, no queue.
 //
 // (*limiter.Keyed[string]).For and (*limiter.KeyedTokenBucket[string]).For
 // fit PerKey, so a crawler gets 16 workers and 2 requests per second per host
@@ -47,9 +49,9 @@
 //	}
 //	err := p.Wait()
 //
-// Memory stays bounded: at most Options.Queue keyed tasks (DefaultKeyQueue
-// when 0) wait in the keys' queues, and GoKey waits only while that many do.
-// MapKey is Map with keys.
+// Memory stays bounded: at most Options.Queue keyed tasks (DefaultKeyQueue,
+// 16,384, when 0) wait in the keys' queues, and GoKey waits only while that
+// many do; DefaultKeyQueue says what they cost. MapKey is Map with keys.
 //
 // # Submitting, waiting, failing
 //
@@ -60,7 +62,8 @@
 // give up waiting. TryGo and TryGoKey never wait: ErrBusy when every worker
 // is busy, the limiter's refusal (limiter.ErrLimited) when it has no permit
 // now. A keyed task is queued, so the error of one that cannot start (its
-// GoKey context ended, Close came, its limiter failed) is reported by Wait.
+// GoKey context ended, Close came, its limiter failed) is reported by Wait;
+// it fails as soon as its context ends or Close comes.
 //
 // Tasks get a context that ends on Close, when Options.Context ends, after
 // Wait, and, with Options.CancelOnError, on the first error (the semantics of
@@ -83,10 +86,26 @@
 // By default Go waits until a worker is free, so a submitter never gets more
 // than Workers tasks ahead of the pool. With Options.Queue, Go returns as soon
 // as its task is queued behind at most Queue others, and the workers drain the
-// queue without a hand-off per task: several times cheaper for short tasks.
+// queue without a hand-off per task: for short tasks on a few workers,
+// several times cheaper than a Go that parks until a worker is free.
 // The worker then passes the limiter right before the task starts, so the
 // bound on starts is the same, but a task that cannot start (Close came, the
 // limiter refused) is reported by Wait rather than by Go.
+//
+// # Outcomes
+//
+// When a task started through a limiter returns, the pool reports what
+// became of it on the task's lease, before it releases the lease:
+// lease.Report(limiter.OutcomeOf(err), d), where err is what the task
+// returned and d how long it ran. So a limiter that adapts its limit to the
+// other side's capacity learns from every task: a task whose error wraps
+// limiter.ErrThrottled (fmt.Errorf("GET %s: 429: %w", u, limiter.ErrThrottled))
+// is reported Throttled, nil Succeeded, an error wrapping context.Canceled
+// Unknown, and any other error, a panic included, Failed. A keyed task's
+// report reaches both the pool's Limiter and its key's (limiter.Chain
+// forwards it); Map and MapKey report the error f returned. Limiters that do
+// not learn from outcomes ignore the report; it costs two clock reads per
+// task that holds a lease, and no allocation.
 //
 // # Results
 //
@@ -97,11 +116,17 @@
 //
 // # Cost
 //
-// Submitting a task with Go costs one compare-and-swap on the pool's state
-// word, a buffered channel send, and the limiter's fast path; finishing one,
-// one atomic add. No allocation per task. Idle workers poll briefly before
-// they park, so a stream of short tasks flows without a wake-up per task.
-// GoKey takes the scheduler's lock once to queue a task and once to hand it
-// out, and allocates only when a key's queue grows. bench/ measures both
-// beside errgroup, alitto/pond and sourcegraph/conc.
+// The pool is a textbook one: its state, with the tasks handed to the
+// workers in a first-in, first-out queue, sits under one mutex; idle
+// workers and waiting Go calls wait on condition variables. Submitting a
+// task with Go takes the mutex once (twice with a Limiter, which Go passes
+// in between), and a worker finishes a task and takes the next in one
+// critical section, so a busy pool hands tasks over without waking anyone.
+// No allocation per task.
+// GoKey takes the mutex once to queue a task; a worker tries the key's
+// limiter for it. GoKey allocates only when a key's queue grows, or when the
+// context of a queued task is one no other queued task has (the pool
+// watches it with context.AfterFunc, so that the task fails as soon as it
+// ends). bench/ measures the pool beside errgroup, alitto/pond,
+// sourcegraph/conc and a plain mutex-and-channel pool.
 package pool

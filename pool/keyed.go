@@ -3,10 +3,7 @@ package pool
 import (
 	"container/heap"
 	"context"
-	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rategate/rategate/internal/precise"
@@ -23,16 +20,19 @@ import (
 // starts keep both limiters' bounds.
 //
 // A key whose limiter is not ready holds up only its own queue: it waits for
-// the instant its limiter names (Lease.RetryAfter) without a goroutine, or,
-// when the limiter cannot say (a limiter.Concurrency), in the limiter's
-// Acquire on a goroutine of its own, never on a worker; meanwhile the workers
-// start the tasks of keys that are ready, taking the keys in turn. So a loop
+// the instant its limiter names (Lease.RetryAfter) without a goroutine of
+// its own, or, when the limiter cannot say (a limiter.Concurrency), in the
+// limiter's Acquire on a goroutine of its own, never on a worker; meanwhile
+// the workers start the tasks of keys that are ready, taking the keys in
+// turn. So a loop
 // over URLs in any order, p.GoKey(ctx, u.Host, fetch(u)), keeps every host as
 // busy as its limit allows.
 //
 // A queued task that cannot start (ctx ended first, Close came, or a limiter
 // failed: limiter.ErrExceedsLimit, limiter.ErrClosed) never runs; Wait
-// reports its error. A nil ctx panics.
+// reports its error. When ctx ends, or Close comes, the task fails at once,
+// not when its key is next tried: Wait does not wait for its key's limiter.
+// A nil ctx panics.
 func (p *Pool) GoKey(ctx context.Context, key string, task func(ctx context.Context) error) error {
 	if ctx == nil {
 		panic("pool: nil Context")
@@ -45,500 +45,30 @@ type keyItem struct {
 	fn  func(context.Context) error
 	ctx context.Context // GoKey's: once it ends, the task does not start
 	// onFail, if set, receives the error of a task that cannot start
-	// instead of Wait; it is called with keySched.mu held and must not block.
+	// instead of Wait; it is called with Pool.mu held and must not block.
 	onFail func(error)
 }
 
-// keyQueue is the FIFO of one key with queued tasks. A key is in exactly one
-// of four places: the ready list (its head may be tried now), the heap of
-// parked keys (its limiter said when), busy (its head is being tried, or
-// waits in its limiter's Acquire), or nowhere, when its queue is empty and it
-// is deleted.
+// keyState is where a key with queued tasks is.
+type keyState uint8
+
+const (
+	keyIdle   keyState = iota // in no list: its first task is being queued, or it is being handed out
+	keyReady                  // in the ready list: its head may be tried now
+	keyParked                 // among the parked keys, until the instant its limiter named
+	keyBusy                   // its head is out of its queue: being tried, or waiting in Acquire
+)
+
+// keyQueue is the queue of one key with queued tasks. It is deleted when
+// its last task leaves.
 type keyQueue struct {
 	key   string
 	lim   limiter.Limiter // nil: no limit
-	items []keyItem       // items[head:] wait, oldest first
-	head  int
-	next  *keyQueue     // in the ready list
-	at    time.Time     // parked until
-	index int           // in the heap; -1 when not parked
-	ready bool          // in the ready list
-	busy  bool          // its head is being tried or acquired
+	items fifo[keyItem]
+	state keyState
 	lease limiter.Lease // granted to the head by Acquire, not yet started
-}
-
-func (k *keyQueue) len() int { return len(k.items) - k.head }
-
-// push appends it, first moving the items down if the array is full, so
-// the array holds at most the queue cap (and a little growth room).
-func (k *keyQueue) push(it keyItem) {
-	if len(k.items) == cap(k.items) && k.head > 0 {
-		n := copy(k.items, k.items[k.head:])
-		clear(k.items[n:])
-		k.items, k.head = k.items[:n], 0
-	}
-	k.items = append(k.items, it)
-}
-
-// pop removes the head.
-func (k *keyQueue) pop() keyItem {
-	it := k.items[k.head]
-	k.items[k.head] = keyItem{}
-	k.head++
-	switch {
-	case k.head == len(k.items):
-		k.items, k.head = k.items[:0], 0
-	case k.head >= 32 && 2*k.head >= len(k.items):
-		n := copy(k.items, k.items[k.head:])
-		clear(k.items[n:])
-		k.items, k.head = k.items[:n], 0
-	}
-	return it
-}
-
-// keySched is the keyed tasks' scheduler: the keys with queued tasks, the
-// ready list, and the parked keys with the one waiter that wakes them. It has
-// no goroutine of its own but that waiter, which runs only while keys are
-// parked: GoKey, a finishing task, the waiter and an Acquire that returns
-// each hand out what became ready (Pool.dispatch).
-type keySched struct {
-	mu          sync.Mutex
-	keys        map[string]*keyQueue
-	first, last *keyQueue    // the ready list
-	nready      atomic.Int64 // keys in the ready list, read without mu
-	parked      keyHeap
-	parking     bool          // the waiter for the parked keys runs
-	parkPoke    chan struct{} // tells it the earliest parked key changed
-	queued      int           // tasks in every queue
-	roomWaiters int           // GoKey calls waiting for the queued tasks to go under the cap
-	room        chan struct{}
-	free        []*keyQueue // empty queues kept for reuse
-	unwatch     func() bool // stops the watch on the pool's life
-}
-
-// maxFreeQueues bounds the empty key queues kept for reuse (with their
-// items' arrays, each of at most the queue cap).
-const maxFreeQueues = 16
-
-func (s *keySched) pushReady(k *keyQueue, front bool) {
-	k.ready = true
-	s.nready.Add(1)
-	switch {
-	case s.first == nil:
-		s.first, s.last = k, k
-	case front:
-		k.next, s.first = s.first, k
-	default:
-		s.last.next, s.last = k, k
-	}
-}
-
-func (s *keySched) popReady() *keyQueue {
-	k := s.first
-	s.first, k.next, k.ready = k.next, nil, false
-	if s.first == nil {
-		s.last = nil
-	}
-	s.nready.Add(-1)
-	return k
-}
-
-// waiting reports whether tasks of key wait in its queue.
-func (s *keySched) waiting(key string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := s.keys[key]
-	return k != nil && k.len() > 0
-}
-
-// stopWatch stops the watch on the pool's life that drains the queues when
-// Options.Context ends (Wait calls it before it ends the life itself).
-func (s *keySched) stopWatch(p *Pool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.unwatch != nil && s.unwatch() {
-		p.workWG.Done()
-	}
-	s.unwatch = nil
-}
-
-// queueOf returns key's queue, making it (and calling PerKey) if key has
-// none. s.mu is held.
-func (p *Pool) queueOf(key string) *keyQueue {
-	s := &p.keys
-	if k := s.keys[key]; k != nil {
-		return k
-	}
-	if s.keys == nil {
-		s.keys = map[string]*keyQueue{}
-		s.room = make(chan struct{}, 1)
-		s.parkPoke = make(chan struct{}, 1)
-		p.workWG.Add(1)
-		s.unwatch = context.AfterFunc(p.life, func() {
-			defer p.workWG.Done()
-			p.drainKeys()
-		})
-	}
-	var k *keyQueue
-	if n := len(s.free); n > 0 {
-		k, s.free = s.free[n-1], s.free[:n-1]
-	} else {
-		k = &keyQueue{index: -1}
-	}
-	k.key, k.lim = key, p.keyLimiter(key)
-	s.keys[key] = k
-	return k
-}
-
-// goKey enters the pool and queues task in key's queue.
-func (p *Pool) goKey(ctx context.Context, key string, task func(context.Context) error, onFail func(error)) error {
-	if task == nil {
-		return ErrNilTask
-	}
-	if !p.enter() {
-		return ErrClosed
-	}
-	if err := p.enqueue(key, keyItem{fn: task, ctx: ctx, onFail: onFail}); err != nil {
-		p.leave()
-		return err
-	}
-	p.dispatch()
-	return nil
-}
-
-// enter counts a pending call, unless the pool is closed.
-func (p *Pool) enter() bool {
-	if p.state.Load()&closedBit != 0 {
-		return false
-	}
-	if p.state.Add(pendingOne)&closedBit != 0 {
-		p.leave()
-		return false
-	}
-	return true
-}
-
-// enqueue appends it to key's queue once the queued tasks are under the cap.
-func (p *Pool) enqueue(key string, it keyItem) error {
-	s := &p.keys
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for {
-		if err := p.startErr(it.ctx); err != nil {
-			if s.queued < p.keyCap && s.roomWaiters > 0 {
-				s.signalRoom() // the wake-up this call may have taken is another's
-			}
-			return err
-		}
-		if s.queued < p.keyCap {
-			break
-		}
-		p.waitRoom(it.ctx)
-	}
-	k := p.queueOf(key)
-	k.push(it)
-	s.queued++
-	if s.queued < p.keyCap && s.roomWaiters > 0 {
-		s.signalRoom() // pass the wake-up on: another GoKey may fit too
-	}
-	if k.len() == 1 && !k.busy && k.index < 0 && !k.ready {
-		s.pushReady(k, false)
-	}
-	return nil
-}
-
-// waitRoom waits, with s.mu released, until a queued task leaves, ctx ends
-// or the pool's life ends.
-func (p *Pool) waitRoom(ctx context.Context) {
-	s := &p.keys
-	s.roomWaiters++
-	s.mu.Unlock()
-	select {
-	case <-s.room:
-	case <-ctx.Done():
-	case <-p.life.Done():
-	}
-	s.mu.Lock()
-	s.roomWaiters--
-}
-
-func (s *keySched) signalRoom() {
-	select {
-	case s.room <- struct{}{}:
-	default:
-	}
-}
-
-// startErr is why a task with ctx cannot start now, or nil.
-func (p *Pool) startErr(ctx context.Context) error {
-	if p.life.Err() != nil {
-		return p.lifeErr()
-	}
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
-	}
-	return nil
-}
-
-// dispatch hands the keyed tasks that may start now to free workers.
-func (p *Pool) dispatch() {
-	for {
-		j, ok := p.nextKeyJob()
-		if !ok {
-			return
-		}
-		p.jobs <- j // never blocks: a reserved slot is a free place
-	}
-}
-
-// nextKeyJob reserves a worker and returns a keyed task whose limiters have
-// granted, or false when no key is ready or no worker is free.
-func (p *Pool) nextKeyJob() (job, bool) {
-	s := &p.keys
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for s.first != nil {
-		if !p.reserve(p.workers) {
-			return job{}, false
-		}
-		if j, ok := p.tryKey(s.popReady()); ok {
-			return j, true
-		}
-		// Give the slot back. If tryKey failed the last pending task of a
-		// closed pool, the pool is finished now.
-		if p.state.Add(-1) == closedBit {
-			p.finish()
-		}
-		p.wakeWaiter()
-	}
-	return job{}, false
-}
-
-// tryKey asks k's limiter for its head, with s.mu released while it asks,
-// and returns the head as a job if granted. Otherwise it parks k, sends it
-// to wait in Acquire, or fails the head, and returns false.
-func (p *Pool) tryKey(k *keyQueue) (job, bool) {
-	s := &p.keys
-	it := k.items[k.head]
-	lease, granted := k.lease, k.lease.Granted() || k.lim == nil
-	k.lease = limiter.Lease{}
-	if !granted && p.startErr(it.ctx) == nil {
-		k.busy = true
-		s.mu.Unlock()
-		lease = k.lim.TryAcquire(1)
-		s.mu.Lock()
-		k.busy = false
-		if !lease.Granted() {
-			p.refused(k, lease)
-			return job{}, false
-		}
-	}
-	if err := p.startErr(it.ctx); err != nil {
-		lease.Release()
-		p.failHead(k, err)
-		return job{}, false
-	}
-	k.pop()
-	s.queued--
-	p.requeue(k)
-	if s.roomWaiters > 0 {
-		s.signalRoom()
-	}
-	return job{fn: it.fn, lease: lease}, true
-}
-
-// refused parks k until the instant its limiter named or, when it named
-// none, waits for the grant in Acquire on a goroutine of its own.
-func (p *Pool) refused(k *keyQueue, lease limiter.Lease) {
-	s := &p.keys
-	if d := lease.RetryAfter(); d > 0 {
-		k.at = time.Now().Add(d)
-		heap.Push(&s.parked, k)
-		p.arm()
-		return
-	}
-	k.busy = true
-	p.workWG.Add(1)
-	go p.acquire(k, k.items[k.head].ctx)
-}
-
-// acquire waits in k's limiter for its head, then puts k first in the ready
-// list holding the lease, or fails the head.
-func (p *Pool) acquire(k *keyQueue, ctx context.Context) {
-	defer p.workWG.Done()
-	wctx, stop := p.waitContext(ctx)
-	lease, err := k.lim.Acquire(wctx, 1)
-	err = stop(err)
-	s := &p.keys
-	s.mu.Lock()
-	k.busy = false
-	if err == nil {
-		err = p.startErr(ctx)
-	}
-	if err != nil {
-		lease.Release()
-		p.failHead(k, err)
-	} else {
-		k.lease = lease
-		s.pushReady(k, true)
-	}
-	s.mu.Unlock()
-	p.dispatch()
-}
-
-// waitContext is a context that ends when ctx or the pool's life ends, and
-// the function to call with the error of the wait once it is over: it lets
-// the context go and, when the wait failed because the context ended,
-// returns why it ended (ctx's cause, or ErrClosed after Close) in place of
-// the bare context.Canceled a limiter reports.
-func (p *Pool) waitContext(ctx context.Context) (context.Context, func(error) error) {
-	if ctx.Done() == nil {
-		return p.life, func(err error) error {
-			if err != nil && p.life.Err() != nil {
-				return p.lifeErr()
-			}
-			return err
-		}
-	}
-	wctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(p.life, func() { cancel(p.lifeErr()) })
-	return wctx, func(err error) error {
-		stop()
-		if err != nil && wctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-			err = context.Cause(wctx)
-		}
-		cancel(nil)
-		return err
-	}
-}
-
-// failHead removes k's head, which cannot start, and reports err for it.
-func (p *Pool) failHead(k *keyQueue, err error) {
-	it := k.pop()
-	p.keys.queued--
-	p.failItem(k.key, it, err)
-	p.requeue(k)
-	if p.keys.roomWaiters > 0 {
-		p.keys.signalRoom()
-	}
-}
-
-// failItem reports the error of a keyed task that did not start and leaves
-// the pool for it.
-func (p *Pool) failItem(key string, it keyItem, err error) {
-	err = fmt.Errorf("pool: a task of key %q did not start: %w", key, err)
-	if it.onFail != nil {
-		it.onFail(err)
-	} else {
-		p.record(err)
-	}
-	p.leave()
-}
-
-// requeue puts k, which is in no list, back in the ready list if it has
-// tasks, or deletes it.
-func (p *Pool) requeue(k *keyQueue) {
-	s := &p.keys
-	if k.len() > 0 {
-		s.pushReady(k, false)
-		return
-	}
-	delete(s.keys, k.key)
-	k.lim, k.key = nil, ""
-	if len(s.free) < maxFreeQueues && cap(k.items) <= 2*p.keyCap {
-		k.items = k.items[:0]
-		s.free = append(s.free, k)
-	}
-}
-
-// arm makes sure the parked keys are woken on time: it starts their waiter,
-// or tells the running one to look again at the earliest. s.mu is held.
-func (p *Pool) arm() {
-	s := &p.keys
-	switch {
-	case len(s.parked) == 0:
-	case s.parking:
-		select {
-		case s.parkPoke <- struct{}{}:
-		default:
-		}
-	default:
-		s.parking = true
-		p.workWG.Add(1)
-		go p.wakeParked()
-	}
-}
-
-// wakeParked runs while keys are parked: it waits precisely (as limiter's
-// queues do: internal/precise) until the earliest parked key is due, moves
-// the keys that are due to the ready list, and hands their tasks out. A key
-// is then tried at the instant its limiter named, not when a late timer
-// fires. It ends when no key is parked, or with the pool's life.
-func (p *Pool) wakeParked() {
-	defer p.workWG.Done()
-	var pt precise.Timer
-	defer pt.Stop()
-	s := &p.keys
-	for {
-		s.mu.Lock()
-		moved := false
-		now := time.Now()
-		for len(s.parked) > 0 && !s.parked[0].at.After(now) {
-			s.pushReady(heap.Pop(&s.parked).(*keyQueue), false)
-			moved = true
-		}
-		var at time.Time
-		if len(s.parked) > 0 {
-			at = s.parked[0].at
-		} else {
-			s.parking = false
-		}
-		s.mu.Unlock()
-		if moved {
-			p.dispatch()
-		}
-		if at.IsZero() {
-			return
-		}
-		if pt.Until(p.life, s.parkPoke, at, 0) == precise.Done {
-			s.mu.Lock()
-			s.parking = false // drainKeys empties the parked keys
-			s.mu.Unlock()
-			return
-		}
-	}
-}
-
-// drainKeys fails every queued keyed task that has not started, once the
-// pool's life has ended (Close, or Options.Context ended).
-func (p *Pool) drainKeys() {
-	s := &p.keys
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	err := p.lifeErr()
-	for _, k := range s.keys {
-		keep := k.head
-		if k.busy {
-			keep++ // its head is in flight: whoever holds it fails it
-		}
-		for i := keep; i < len(k.items); i++ {
-			it := k.items[i]
-			k.items[i] = keyItem{}
-			s.queued--
-			p.failItem(k.key, it, err)
-		}
-		k.items = k.items[:keep]
-		if !k.busy {
-			k.lease.Release()
-			k.lease = limiter.Lease{}
-			k.ready, k.next, k.index = false, nil, -1
-			delete(s.keys, k.key)
-		}
-	}
-	s.first, s.last = nil, nil
-	s.nready.Store(0)
-	clear(s.parked)
-	s.parked = s.parked[:0]
+	at    time.Time     // parked until
+	index int           // among the parked keys; -1 when not parked
 }
 
 // HeapAt orders parked keys by the instant they may be tried again.
@@ -547,5 +77,394 @@ func (k *keyQueue) HeapAt() time.Time { return k.at }
 // SetHeapIndex records k's place among the parked keys.
 func (k *keyQueue) SetHeapIndex(i int) { k.index = i }
 
-// keyHeap orders parked keys by the instant they may be tried again.
-type keyHeap = timeheap.Heap[*keyQueue]
+// keySched is the keyed tasks' scheduler, guarded by Pool.mu: the keys with
+// queued tasks, the ready ones, and the parked ones with the one goroutine
+// that wakes them, which runs only while keys are parked. The workers try
+// the ready keys' heads (Pool.nextKeyJob).
+type keySched struct {
+	keys      map[string]*keyQueue
+	ready     fifo[*keyQueue]
+	parked    timeheap.Heap[*keyQueue]
+	waking    bool          // wakeParked runs
+	poke      chan struct{} // tells it the parked keys changed
+	queued    int           // tasks in every queue
+	room      waitList      // GoKey calls waiting for the queued tasks to go under the cap
+	watches   map[<-chan struct{}]ctxWatch
+	free      []*keyQueue // empty queues kept for reuse
+	freeSlots int         // the room for tasks in their buffers
+}
+
+// ctxWatch fails the queued tasks of the contexts that share a Done
+// channel as soon as it closes: one context.AfterFunc for all of them.
+type ctxWatch struct {
+	tasks int // queued tasks with such a context
+	stop  func() bool
+}
+
+// maxFreeQueues is how many empty key queues are kept for reuse, so that
+// a key whose queue empties and fills again does not allocate. Their
+// buffers have room for at most the cap on queued tasks in all.
+const maxFreeQueues = 16
+
+// waiting reports whether tasks of key wait in its queue.
+func (p *Pool) waiting(key string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := p.keys.keys[key]
+	return k != nil && (k.items.len() > 0 || k.state == keyBusy)
+}
+
+// goKey enters the pool and queues task in key's queue.
+func (p *Pool) goKey(ctx context.Context, key string, task func(context.Context) error, onFail func(error)) error {
+	if task == nil {
+		return ErrNilTask
+	}
+	ended := p.startErr(ctx)
+	p.mu.Lock()
+	err := p.enter(ended)
+	if err == nil {
+		if err = p.enqueue(key, keyItem{fn: task, ctx: ctx, onFail: onFail}); err != nil {
+			p.leave()
+		}
+	}
+	p.mu.Unlock()
+	return err
+}
+
+// enqueue appends it to key's queue once the queued tasks are under the
+// cap, waiting for room with p.mu released. p.mu is held.
+func (p *Pool) enqueue(key string, it keyItem) error {
+	s := &p.keys
+	if err := p.waitUntil(&s.room, it.ctx, p.roomOpen); err != nil {
+		return err
+	}
+	k := p.queueOf(key)
+	k.items.push(it)
+	s.queued++
+	p.watch(it.ctx)
+	if p.roomOpen() {
+		s.room.signal() // another GoKey may fit too
+	}
+	if k.state == keyIdle {
+		p.ready(k, false)
+	}
+	return nil
+}
+
+func (p *Pool) roomOpen() bool { return p.keys.queued < p.keyCap }
+
+// queueOf returns key's queue, making it (and calling PerKey) if key has
+// none. p.mu is held.
+func (p *Pool) queueOf(key string) *keyQueue {
+	s := &p.keys
+	if k := s.keys[key]; k != nil {
+		return k
+	}
+	if s.keys == nil {
+		s.keys = map[string]*keyQueue{}
+		s.watches = map[<-chan struct{}]ctxWatch{}
+		s.poke = make(chan struct{}, 1)
+	}
+	var k *keyQueue
+	if n := len(s.free); n > 0 {
+		k, s.free = s.free[n-1], s.free[:n-1]
+		s.freeSlots -= len(k.items.buf)
+	} else {
+		k = &keyQueue{index: -1}
+	}
+	k.key, k.lim = key, p.keyLimiter(key)
+	s.keys[key] = k
+	return k
+}
+
+// forget deletes k, whose queue is empty and which is in no list, keeping
+// it for reuse. p.mu is held.
+func (p *Pool) forget(k *keyQueue) {
+	s := &p.keys
+	delete(s.keys, k.key)
+	*k = keyQueue{items: k.items, index: -1}
+	if len(s.free) < maxFreeQueues && s.freeSlots+len(k.items.buf) <= p.keyCap {
+		s.free = append(s.free, k)
+		s.freeSlots += len(k.items.buf)
+	}
+}
+
+// requeue puts k, which is in no list, in the ready list if it has tasks,
+// or forgets it. p.mu is held.
+func (p *Pool) requeue(k *keyQueue) {
+	if k.items.len() == 0 {
+		p.forget(k)
+		return
+	}
+	p.ready(k, false)
+}
+
+// ready puts k, which is in no list, in the ready list (first, or last)
+// and tells a worker. p.mu is held.
+func (p *Pool) ready(k *keyQueue, first bool) {
+	k.state = keyReady
+	if first {
+		p.keys.ready.pushFront(k)
+	} else {
+		p.keys.ready.push(k)
+	}
+	p.kick()
+}
+
+// watch makes sure a queued task with ctx fails as soon as ctx ends, not
+// when its key is next tried. p.mu is held.
+func (p *Pool) watch(ctx context.Context) {
+	done := ctx.Done()
+	if done == nil {
+		return
+	}
+	s := &p.keys
+	w, ok := s.watches[done]
+	if !ok {
+		p.workWG.Add(1)
+		w.stop = context.AfterFunc(ctx, func() {
+			defer p.workWG.Done()
+			p.expire()
+		})
+	}
+	w.tasks++
+	s.watches[done] = w
+}
+
+// dequeued accounts for a task that left its key's queue for good (it
+// started or failed): it makes room for a GoKey call waiting, and stops
+// watching its context once no other queued task has it. p.mu is held.
+func (p *Pool) dequeued(it keyItem) {
+	s := &p.keys
+	s.queued--
+	s.room.signal()
+	done := it.ctx.Done()
+	if done == nil {
+		return
+	}
+	w := s.watches[done]
+	if w.tasks--; w.tasks > 0 {
+		s.watches[done] = w
+		return
+	}
+	delete(s.watches, done)
+	if w.stop() {
+		p.workWG.Done() // its function will not run
+	}
+}
+
+// failItem reports the error of a keyed task that did not start and leaves
+// the pool for it. p.mu is held.
+func (p *Pool) failItem(k *keyQueue, it keyItem, err error) {
+	err = fmt.Errorf("pool: a task of key %q did not start: %w", k.key, err)
+	if it.onFail != nil {
+		it.onFail(err)
+	} else {
+		p.record(err)
+	}
+	p.dequeued(it)
+	p.leave()
+}
+
+// expire fails every queued keyed task whose context has ended; a key left
+// without tasks is forgotten (or, if it is in the ready list, when it is
+// next handed out).
+func (p *Pool) expire() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, k := range p.keys.keys {
+		if k.items.len() == 0 {
+			continue
+		}
+		if k.items.front().ctx.Err() != nil {
+			k.lease.Release() // the head's, if Acquire granted one
+			k.lease = limiter.Lease{}
+		}
+		k.items.removeFunc(func(it keyItem) bool {
+			if it.ctx.Err() == nil {
+				return false
+			}
+			p.failItem(k, it, context.Cause(it.ctx))
+			return true
+		})
+		if k.items.len() == 0 && k.state == keyParked {
+			heap.Remove(&p.keys.parked, k.index)
+			p.forget(k)
+			p.pokeWaker()
+		}
+	}
+}
+
+// nextKeyJob takes a slot and returns the head of the first ready key
+// whose limiters grant it, as a job for the calling worker to start at
+// once; false when no key is ready or no slot is free below Workers. p.mu
+// is held.
+func (p *Pool) nextKeyJob() (job, bool) {
+	s := &p.keys
+	for s.ready.len() > 0 && p.slots < p.workers {
+		k := s.ready.pop()
+		k.state = keyIdle
+		if k.items.len() == 0 { // its tasks' contexts ended
+			p.forget(k)
+			continue
+		}
+		p.slots++
+		if j, ok := p.tryKey(k); ok {
+			return j, true
+		}
+		p.slots--
+		p.slotFree.signal()
+	}
+	return job{}, false
+}
+
+// tryKey takes k's head out of its queue and asks k's limiter for it, with
+// p.mu released while the limiter decides. It returns the head as a job if
+// granted; else it fails the head, parks k, or sends the head to wait in
+// Acquire, and returns false. k is in no list; p.mu is held.
+func (p *Pool) tryKey(k *keyQueue) (job, bool) {
+	it := k.items.pop()
+	lease := k.lease
+	k.lease = limiter.Lease{}
+	if k.lim != nil && !lease.Granted() && p.startErr(it.ctx) == nil {
+		k.state = keyBusy
+		p.mu.Unlock()
+		lease = k.lim.TryAcquire(1)
+		p.mu.Lock()
+		k.state = keyIdle
+	}
+	// Checked after the limiter decided: Close, or the end of it.ctx, may
+	// have come meanwhile, and the drain left this task to us.
+	if err := p.startErr(it.ctx); err != nil {
+		lease.Release()
+		p.failItem(k, it, err)
+		p.requeue(k)
+		return job{}, false
+	}
+	if k.lim != nil && !lease.Granted() {
+		p.refused(k, it, lease)
+		return job{}, false
+	}
+	p.dequeued(it)
+	p.requeue(k)
+	return job{fn: it.fn, lease: lease}, true
+}
+
+// refused puts it back at the head of k's queue and parks k until the
+// instant its limiter named or, when it named none, sends it to wait for
+// the grant in Acquire, on a goroutine of its own. p.mu is held.
+func (p *Pool) refused(k *keyQueue, it keyItem, lease limiter.Lease) {
+	if d := lease.RetryAfter(); d > 0 {
+		k.items.pushFront(it)
+		k.state, k.at = keyParked, time.Now().Add(d)
+		heap.Push(&p.keys.parked, k)
+		p.wakeAt()
+		return
+	}
+	k.state = keyBusy
+	p.workWG.Add(1)
+	go p.acquire(k, it)
+}
+
+// acquire waits in k's limiter for it, k's head, then puts it back first in
+// k's queue with the lease and k first in the ready list, or fails it.
+func (p *Pool) acquire(k *keyQueue, it keyItem) {
+	defer p.workWG.Done()
+	wctx, stop := p.waitContext(it.ctx)
+	lease, err := k.lim.Acquire(wctx, 1)
+	err = stop(err)
+	p.mu.Lock()
+	k.state = keyIdle
+	if err == nil {
+		err = p.startErr(it.ctx)
+	}
+	if err != nil {
+		lease.Release()
+		p.failItem(k, it, err)
+		p.requeue(k)
+	} else {
+		k.items.pushFront(it)
+		k.lease = lease
+		p.ready(k, true)
+	}
+	p.mu.Unlock()
+}
+
+// wakeAt makes sure the parked keys are woken on time: it starts their
+// waiter, or tells the running one to look again at the earliest. p.mu is
+// held.
+func (p *Pool) wakeAt() {
+	if p.keys.waking {
+		p.pokeWaker()
+		return
+	}
+	p.keys.waking = true
+	p.workWG.Add(1)
+	go p.wakeParked()
+}
+
+func (p *Pool) pokeWaker() {
+	select {
+	case p.keys.poke <- struct{}{}:
+	default:
+	}
+}
+
+// wakeParked runs while keys are parked: it waits precisely (as limiter's
+// queues do: internal/precise) until the earliest parked key is due, moves
+// the keys that are due to the ready list, and tells the workers. A key
+// is then tried at the instant its limiter named, not when a late timer
+// fires. It ends when no key is parked, or with the pool's life.
+func (p *Pool) wakeParked() {
+	defer p.workWG.Done()
+	var pt precise.Timer
+	defer pt.Stop()
+	s := &p.keys
+	for {
+		p.mu.Lock()
+		now := time.Now()
+		for len(s.parked) > 0 && !s.parked[0].at.After(now) {
+			p.ready(heap.Pop(&s.parked).(*keyQueue), false)
+		}
+		var at time.Time
+		if len(s.parked) > 0 {
+			at = s.parked[0].at
+		} else {
+			s.waking = false
+		}
+		p.mu.Unlock()
+		if at.IsZero() {
+			return
+		}
+		if pt.Until(p.life, s.poke, at, 0) == precise.Done {
+			p.mu.Lock()
+			s.waking = false // drainKeys empties the parked keys
+			p.mu.Unlock()
+			return
+		}
+	}
+}
+
+// drainKeys fails every queued keyed task that has not started, once the
+// pool's life has ended (Close, or Options.Context ended). A head being
+// tried or waiting in Acquire is out of its queue: the goroutine that holds
+// it fails it once the limiter has answered.
+func (p *Pool) drainKeys() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := &p.keys
+	err := p.lifeErr()
+	for _, k := range s.keys {
+		k.lease.Release()
+		k.lease = limiter.Lease{}
+		for k.items.len() > 0 {
+			p.failItem(k, k.items.pop(), err)
+		}
+		if k.state != keyBusy {
+			p.forget(k)
+		}
+	}
+	s.ready.reset()
+	clear(s.parked)
+	s.parked = s.parked[:0]
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -26,10 +27,11 @@ type crawlPlan struct {
 }
 
 type crawlRun struct {
-	elapsed   time.Duration     // from the first GoKey to Wait's return
-	submitted time.Duration     // when the last GoKey returned
-	starts    [][]time.Duration // per host
-	peak      int
+	elapsed     time.Duration     // from the first GoKey to Wait's return
+	submitted   time.Duration     // when the last GoKey returned
+	starts      [][]time.Duration // per host
+	peak        int               // tasks running at once
+	peakWaiting int               // tasks queued (GoKey returned) and not started
 }
 
 func (c crawlPlan) run(t *testing.T, grouped bool) crawlRun {
@@ -38,11 +40,12 @@ func (c crawlPlan) run(t *testing.T, grouped bool) crawlRun {
 	p := mustPool(t, pool.Options{Workers: c.workers, Queue: c.queue, PerKey: c.perKey})
 	var mu sync.Mutex
 	r := crawlRun{starts: make([][]time.Duration, c.hosts)}
-	running := 0
+	running, queued, started := 0, 0, 0
 	submit := func(h int) {
 		err := p.GoKey(t.Context(), fmt.Sprint("host", h), func(context.Context) error {
 			mu.Lock()
 			r.starts[h] = append(r.starts[h], time.Since(start))
+			started++
 			running++
 			r.peak = max(r.peak, running)
 			mu.Unlock()
@@ -55,6 +58,10 @@ func (c crawlPlan) run(t *testing.T, grouped bool) crawlRun {
 		if err != nil {
 			t.Fatal(err)
 		}
+		mu.Lock()
+		queued++
+		r.peakWaiting = max(r.peakWaiting, queued-started)
+		mu.Unlock()
 	}
 	if grouped {
 		for h := range c.hosts {
@@ -91,6 +98,13 @@ func (r crawlRun) check(t *testing.T, plan crawlPlan, limit int, window, ideal t
 	if r.elapsed < ideal || r.elapsed > ideal+ideal/10 {
 		t.Errorf("took %v, want within 10%% over the ideal %v", r.elapsed, ideal)
 	}
+	r.checkHosts(t, plan, limit, window)
+}
+
+// checkHosts checks that every host started all its tasks, at most limit
+// in any window.
+func (r crawlRun) checkHosts(t *testing.T, plan crawlPlan, limit int, window time.Duration) {
+	t.Helper()
 	for h, s := range r.starts {
 		if len(s) != plan.perHost {
 			t.Fatalf("host %d: %d starts, want %d", h, len(s), plan.perHost)
@@ -103,6 +117,100 @@ func (r crawlRun) check(t *testing.T, plan crawlPlan, limit int, window, ideal t
 	}
 }
 
+// TestGoKeyCrawlDefaults: with Options.Queue left at 0, a crawl of 1,000
+// hosts × 10 URLs, each host at most 10 a second, 64 workers and 10 ms per
+// URL, finishes within 10% of the time the workers allow (10,000 × 10 ms /
+// 64 = 1.5625 s), submitted grouped by host or interleaved; GoKey does not
+// wait. With 2,000 hosts the tasks outnumber DefaultKeyQueue: GoKey waits
+// while that many are queued, and the crawl still finishes within 10% of
+// the workers' time.
+func TestGoKeyCrawlDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		hosts   int
+		grouped bool
+	}{{1000, true}, {1000, false}, {2000, true}} {
+		t.Run(fmt.Sprintf("hosts=%d/grouped=%v", tc.hosts, tc.grouped), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				plan := crawlPlan{hosts: tc.hosts, perHost: 10, workers: 64, task: 10 * time.Millisecond,
+					perKey: bucketPerHost(t, limiter.Per(10, time.Second))}
+				tasks := plan.hosts * plan.perHost
+				r := plan.run(t, tc.grouped)
+				bound := time.Duration(tasks) * plan.task / time.Duration(plan.workers)
+				t.Logf("%v (workers' bound %v), GoKey done at %v, %d running at most, %d waiting at most",
+					r.elapsed, bound, r.submitted, r.peak, r.peakWaiting)
+				if r.elapsed < bound || r.elapsed > bound+bound/10 {
+					t.Errorf("took %v, want within 10%% over the workers' bound %v", r.elapsed, bound)
+				}
+				if r.peak > plan.workers {
+					t.Errorf("%d tasks ran at once, over %d workers", r.peak, plan.workers)
+				}
+				// A task handed to a worker has left the queue but may not
+				// have started yet: hence + Workers.
+				if r.peakWaiting > pool.DefaultKeyQueue+plan.workers {
+					t.Errorf("%d tasks waited at once, over DefaultKeyQueue (%d)", r.peakWaiting, pool.DefaultKeyQueue)
+				}
+				if waited := r.submitted > 0; waited != (tasks > pool.DefaultKeyQueue) {
+					t.Errorf("the GoKey calls returned at %v with %d tasks and a cap of %d", r.submitted, tasks, pool.DefaultKeyQueue)
+				}
+				r.checkHosts(t, plan, 1, 100*time.Millisecond)
+			})
+		})
+	}
+}
+
+// TestGoKeyQueueMemory: at most DefaultKeyQueue keyed tasks wait (GoKey
+// waits while that many do), and the pool's memory for them keeps within
+// what DefaultKeyQueue's doc says: 64 bytes per waiting task plus 256 bytes
+// per key with waiting tasks, with one key, 1,000 keys, and a key per task.
+func TestGoKeyQueueMemory(t *testing.T) {
+	for _, keys := range []int{1, 1000, pool.DefaultKeyQueue} {
+		t.Run(fmt.Sprint("keys=", keys), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				lim := slidingLog(t, 1, time.Hour)
+				lim.TryAcquire(1) // every key is refused for an hour: every task waits
+				names := make([]string, keys)
+				for i := range names {
+					names[i] = fmt.Sprint("host", i)
+				}
+				task := func(context.Context) error { return nil } // one func: no closure per task
+				p := mustPool(t, pool.Options{Workers: 4, PerKey: func(string) limiter.Limiter { return lim }})
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				for i := range pool.DefaultKeyQueue {
+					if err := p.GoKey(t.Context(), names[i%keys], task); err != nil {
+						t.Fatal(err)
+					}
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				perTask := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / pool.DefaultKeyQueue
+				limit := 64 + 256*float64(keys)/pool.DefaultKeyQueue
+				t.Logf("%.1f bytes per waiting task (limit %.1f)", perTask, limit)
+				if perTask > limit {
+					t.Errorf("%.1f bytes per waiting task, want at most %.1f", perTask, limit)
+				}
+				ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+				defer cancel()
+				if err := p.GoKey(ctx, names[0], task); !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("GoKey with DefaultKeyQueue tasks waiting: %v, want to wait until its ctx ends", err)
+				}
+				p.Close()
+				p.Wait()
+			})
+		})
+	}
+}
+
+// bucketPerHost is a PerKey of token buckets at rate, burst 1.
+func bucketPerHost(t *testing.T, rate limiter.Rate) func(string) limiter.Limiter {
+	keyed, err := limiter.NewKeyedTokenBucket[string](limiter.TokenBucketOptions{Rate: rate, Burst: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keyed.For
+}
+
 // TestGoKeyNoHeadOfLine is the crawler of issue 17: URLs on several hosts,
 // each host at most so many starts a second. Submitted grouped by host or
 // interleaved, the crawl takes the same time, the ideal one (the slowest
@@ -113,13 +221,6 @@ func TestGoKeyNoHeadOfLine(t *testing.T) {
 		keyed, err := limiter.NewKeyed(limiter.KeyedOptions[string]{New: func(string) (limiter.Limiter, error) {
 			return limiter.NewSlidingLog(limiter.SlidingLogOptions{Limit: limit, Window: time.Second})
 		}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return keyed.For
-	}
-	bucketPerHost := func() func(string) limiter.Limiter {
-		keyed, err := limiter.NewKeyedTokenBucket[string](limiter.TokenBucketOptions{Rate: limiter.Per(1, time.Second), Burst: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,7 +239,7 @@ func TestGoKeyNoHeadOfLine(t *testing.T) {
 		}, 5, time.Second + 20*time.Millisecond, time.Second},
 		// 3,000 URLs on 1,000 hosts at 1 a second: starts at 0, 1 and 2 s.
 		{"1000 hosts", func() crawlPlan {
-			return crawlPlan{hosts: 1000, perHost: 3, workers: 64, queue: 3000, task: time.Millisecond, perKey: bucketPerHost()}
+			return crawlPlan{hosts: 1000, perHost: 3, workers: 64, task: time.Millisecond, perKey: bucketPerHost(t, limiter.Per(1, time.Second))}
 		}, 1, 2*time.Second + time.Millisecond, time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -560,21 +661,24 @@ func TestGoContextCloseAndDeadline(t *testing.T) {
 }
 
 // TestNoAllocsPerTask: Go (with a limiter), the queued mode and GoKey
-// allocate nothing per task once warm.
+// allocate nothing per task once warm, nor does reporting each task's
+// outcome to a limiter that learns from outcomes.
 func TestNoAllocsPerTask(t *testing.T) {
 	lim, err := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(1_000_000_000, time.Second), Burst: 1_000_000_000})
 	if err != nil {
 		t.Fatal(err)
 	}
+	reporter := &countingReporter{}
 	nop := func(context.Context) error { return nil }
 	ctx := context.Background()
 	for name, tc := range map[string]struct {
 		opts   pool.Options
 		submit func(p *pool.Pool)
 	}{
-		"Go":    {pool.Options{Workers: 2, Limiter: lim}, func(p *pool.Pool) { p.Go(nop) }},
-		"Queue": {pool.Options{Workers: 2, Queue: 64, Limiter: lim}, func(p *pool.Pool) { p.Go(nop) }},
-		"GoKey": {pool.Options{Workers: 2, Queue: 64, PerKey: func(string) limiter.Limiter { return lim }}, func(p *pool.Pool) { p.GoKey(ctx, "k", nop) }},
+		"Go":     {pool.Options{Workers: 2, Limiter: lim}, func(p *pool.Pool) { p.Go(nop) }},
+		"Queue":  {pool.Options{Workers: 2, Queue: 64, Limiter: lim}, func(p *pool.Pool) { p.Go(nop) }},
+		"GoKey":  {pool.Options{Workers: 2, Queue: 64, PerKey: func(string) limiter.Limiter { return lim }}, func(p *pool.Pool) { p.GoKey(ctx, "k", nop) }},
+		"Report": {pool.Options{Workers: 2, Limiter: reporter}, func(p *pool.Pool) { p.Go(nop) }},
 	} {
 		p := mustPool(t, tc.opts)
 		for range 1000 { // warm: workers started, the key's queue grown
@@ -586,5 +690,8 @@ func TestNoAllocsPerTask(t *testing.T) {
 		if err := p.Wait(); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if n := reporter.reports.Load(); n < 3000 {
+		t.Errorf("%d outcomes reported, want one per task (3000 or more)", n)
 	}
 }

@@ -25,7 +25,9 @@ const (
 type MapOptions struct {
 	// Workers is the most calls of f running at once. It must be at least 1.
 	Workers int
-	// Limiter, when not nil, must grant one permit before each call of f.
+	// Limiter, when not nil, must grant one permit before each call of f;
+	// the outcome of the error f returns is reported on the permit's lease,
+	// as for a Pool's tasks.
 	Limiter limiter.Limiter
 	// Order is InputOrder (the default) or CompletionOrder.
 	Order MapOrder
@@ -101,6 +103,7 @@ func mapSeq[T, R any](ctx context.Context, seq iter.Seq[T], key func(T) string, 
 			yield(zero, err)
 			return
 		}
+		p.keepErrors = false // each call's error is its result
 		defer p.Close()
 		m := &mapper[T, R]{p: p, ctx: mctx, key: key, f: f, cancel: cancel}
 		if opts.Order == CompletionOrder {
@@ -196,17 +199,19 @@ func (m *mapper[T, R]) completion(seq iter.Seq[T], workers int, yield func(R, er
 
 // mapTask is the pool task that calls f(v) and sends its result to out, also
 // when f panics (a *PanicError) or calls runtime.Goexit (ErrGoexit), so that
-// every started call delivers exactly one result.
+// every started call delivers exactly one result. It returns f's error, so
+// that the pool reports the call's outcome on its lease.
 func mapTask[T, R any](f func(context.Context, T) (R, error), v T, out chan<- mapResult[R]) func(context.Context) error {
-	return func(ctx context.Context) error {
+	return func(ctx context.Context) (err error) {
 		res := mapResult[R]{err: ErrGoexit} // kept only if f never returns
 		defer func() {
 			if x := recover(); x != nil {
 				res = mapResult[R]{err: &PanicError{Value: x, Stack: debug.Stack()}}
 			}
+			err = res.err
 			out <- res
 		}()
 		res.v, res.err = f(ctx, v)
-		return nil
+		return res.err
 	}
 }

@@ -5,10 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rategate/rategate/limiter"
 )
@@ -32,9 +32,10 @@ type Options struct {
 	// Workers is the most tasks running at once. It must be at least 1.
 	Workers int
 	// Limiter, when not nil, must grant one permit before each task starts;
-	// nil means no limit. A lease it grants is released when the task
-	// returns, so a limiter.Concurrency shared by several pools bounds them
-	// together.
+	// nil means no limit. When the task returns, the pool reports its
+	// outcome and duration on the lease (see Outcomes in the package doc)
+	// and releases it, so a limiter.Concurrency shared by several pools
+	// bounds them together.
 	Limiter limiter.Limiter
 	// PerKey returns the limiter of a key (a host, a tenant) for GoKey and
 	// TryGoKey: a keyed task starts only when Limiter and PerKey(key) both
@@ -74,8 +75,15 @@ type Options struct {
 }
 
 // DefaultKeyQueue is the cap on keyed tasks waiting to start when
-// Options.Queue is 0.
-const DefaultKeyQueue = 1024
+// Options.Queue is 0: enough to queue a crawl of 1,000 hosts × 10 URLs
+// whole, in whatever order it is submitted, so that every host is kept as
+// busy as its limit allows. The pool's own memory for waiting tasks is at
+// most 64 bytes per task plus 256 bytes per key with waiting tasks (the
+// tasks' closures and the keys' limiters aside), and it keeps emptied key
+// queues for reuse with room for at most the cap's number of tasks, 32
+// bytes each: at this cap, at most 1.5 MiB for the tasks of a few keys, and
+// 5.5 MiB when every task has a key of its own.
+const DefaultKeyQueue = 16384
 
 // PanicError is the error of a task that panicked: the pool recovers the
 // panic, so the process does not crash and Wait still returns.
@@ -104,58 +112,61 @@ func (e *PanicError) Unwrap() error {
 // Make it with New, submit with Go, GoContext, GoKey or TryGo, and end it
 // with Wait or Close. Its methods are safe for concurrent use.
 type Pool struct {
-	workers       int64
-	capacity      int64 // workers + queue: the slots Go may reserve
-	queued        bool  // Queue > 0: workers pass the limiter
-	spins         int   // waitSlot's polls before it parks
-	maxSpinning   int64 // idle workers that may poll at once
+	// The state, guarded by mu. What a task's submission and finish write
+	// comes first, so that it shares mu's cache line.
+	mu       sync.Mutex
+	jobs     fifo[handOff] // tasks handed to the workers, not yet taken by one
+	pending  int           // Go and GoKey calls in progress, and tasks not finished
+	slots    int           // slots taken: tasks handed to the workers, and Go calls passing the limiter
+	idlers   int           // idle workers waiting on work that no kick has woken yet
+	spawned  int           // worker goroutines started
+	waking   bool          // a worker that kick woke or started has not come to the work yet
+	closed   bool          // Wait or Close was called: no new task
+	finished bool          // closed and nothing pending: the workers stop
+	// leases holds, without Options.Queue, the lease each of jobs starts
+	// on, in the same order: apart, so that a job in the queue, which one
+	// core writes and another reads, is three words rather than seven.
+	leases   fifo[limiter.Lease]
+	work     sync.Cond // idle workers wait on it for a job, a ready key, or the end
+	slotFree waitList  // Go calls wait on it for a slot
+	keys     keySched  // GoKey's queues, one per key with work
+	errs     []error
+	result   error
+	waited   bool
+
+	workers       int
+	capacity      int  // Workers + Queue: the slots Go may take
+	queued        bool // Queue > 0: workers pass the limiter
 	lim           limiter.Limiter
 	perKey        func(string) limiter.Limiter
 	keyCap        int // the most keyed tasks waiting
 	cancelOnError bool
 	firstError    bool
+	keepErrors    bool // false in Map's pools, whose errors go to their results
 
 	life      context.Context // ends on Close or when Options.Context ends
 	endLife   context.CancelCauseFunc
 	tasksCtx  context.Context // the tasks' context: life, also ended by the first error or Wait
 	endTasks  context.CancelCauseFunc
-	closedErr atomic.Bool // Close was called
-
-	// state packs three counters in one word, so that a task costs one
-	// atomic operation to submit and one to finish: the worker slots
-	// reserved (tasks handed over or running, and Go calls passing the
-	// limiter) in the low bits, the pending Go calls and unfinished tasks
-	// above them, and closedBit, set by Wait and Close.
-	state    atomic.Int64
-	spawned  atomic.Int64 // worker goroutines started
-	spinning atomic.Int64 // idle workers polling for a job
-	waiters  atomic.Int64 // Go calls parked for a slot
-	wake     chan struct{}
-	jobs     chan job
-	workWG   sync.WaitGroup
-
-	idle     chan struct{} // closed once closed and nothing pending
-	idleOnce sync.Once
-
-	keys keySched // GoKey's queues, one per key with work
-
-	mu     sync.Mutex
-	errs   []error
-	result error
-	waited bool
+	closedErr atomic.Bool   // Close was called
+	idle      chan struct{} // closed once the pool is closed and nothing is pending
+	workWG    sync.WaitGroup
 }
 
-const (
-	activeMask = 1<<24 - 1
-	pendingOne = 1 << 24
-	closedBit  = 1 << 62
-	maxWorkers = activeMask // the largest Workers + Queue
-)
+const maxWorkers = 1<<24 - 1 // the largest Workers + Queue
 
+// job is a task for a worker: its function, the lease it starts on, and,
+// with Options.Queue, the limiter the worker must pass first.
 type job struct {
 	fn    func(context.Context) error
 	lease limiter.Lease
-	lim   limiter.Limiter // with Queue: the limiter the worker must pass first
+	lim   limiter.Limiter
+}
+
+// handOff is a job waiting in Pool.jobs, without its lease.
+type handOff struct {
+	fn  func(context.Context) error
+	lim limiter.Limiter
 }
 
 // New returns a Pool, or an *limiter.OptionError naming the field if
@@ -174,23 +185,24 @@ func New(opts Options) (*Pool, error) {
 		parent = context.Background()
 	}
 	p := &Pool{
-		workers:       int64(opts.Workers),
-		capacity:      int64(opts.Workers + opts.Queue),
+		workers:       opts.Workers,
+		capacity:      opts.Workers + opts.Queue,
 		queued:        opts.Queue > 0,
 		lim:           opts.Limiter,
 		perKey:        opts.PerKey,
 		keyCap:        cmp.Or(opts.Queue, DefaultKeyQueue),
 		cancelOnError: opts.CancelOnError,
 		firstError:    opts.FirstError,
-		wake:          make(chan struct{}, 1),
-		jobs:          make(chan job, opts.Workers+opts.Queue),
+		keepErrors:    true,
 		idle:          make(chan struct{}),
 	}
-	if opts.Queue == 0 {
-		p.spins, p.maxSpinning = spins, maxSpinning
-	}
+	p.work.L = &p.mu
+	p.slotFree.L = &p.mu
+	p.keys.room.L = &p.mu
 	p.life, p.endLife = context.WithCancelCause(parent)
 	p.tasksCtx, p.endTasks = context.WithCancelCause(p.life)
+	p.workWG.Add(1)
+	context.AfterFunc(p.life, p.lifeEnded) // Wait and Close end the life
 	return p, nil
 }
 
@@ -245,7 +257,7 @@ func (p *Pool) TryGoKey(key string, task func(ctx context.Context) error) error 
 	if task == nil {
 		return ErrNilTask
 	}
-	if p.keys.waiting(key) {
+	if p.waiting(key) {
 		return fmt.Errorf("pool: tasks of key %q are waiting: %w", key, limiter.ErrLimited)
 	}
 	return p.submit(context.Background(), p.keyLimiter(key), true, task)
@@ -267,74 +279,215 @@ func (p *Pool) keyLimiter(key string) limiter.Limiter {
 	return limiter.Chain(p.lim, kl)
 }
 
-// submit reserves a worker, passes lim, and hands task over. A ctx that is
-// never done (context.Background) waits on the pool's life alone.
+// submit takes a slot, passes lim (unless the worker will: Options.Queue),
+// and hands task to a worker.
 func (p *Pool) submit(ctx context.Context, lim limiter.Limiter, try bool, task func(context.Context) error) error {
 	if task == nil {
 		return ErrNilTask
 	}
-	// Fast path: enter and reserve a slot in one compare-and-swap.
-	reserved := false
-	for {
-		s := p.state.Load()
-		if s&closedBit != 0 {
-			return ErrClosed
-		}
-		if s&activeMask >= p.capacity {
-			if p.state.Add(pendingOne)&closedBit != 0 {
-				p.leave()
-				return ErrClosed
-			}
-			break
-		}
-		if p.state.CompareAndSwap(s, s+pendingOne+1) {
-			p.spawn(s & activeMask)
-			reserved = true
-			break
+	ended := p.startErr(ctx) // two atomic loads, before the lock
+	p.mu.Lock()
+	err := p.enter(ended)
+	if err == nil {
+		if err = p.takeSlot(ctx, try); err != nil {
+			p.leave()
 		}
 	}
-	if err := p.submitEntered(ctx, lim, try, reserved, task); err != nil {
-		p.leave()
+	if err != nil {
+		p.mu.Unlock()
 		return err
+	}
+	var lease limiter.Lease
+	if !p.queued && lim != nil {
+		p.mu.Unlock()
+		lease, err = p.pass(ctx, lim, try)
+		p.mu.Lock()
+	}
+	switch {
+	case err != nil:
+		p.taskDone(nil) // give the slot back; Go reports err, not Wait
+	case p.queued:
+		p.jobs.push(handOff{task, lim})
+	default:
+		p.jobs.push(handOff{fn: task})
+		p.leases.push(lease)
+	}
+	p.kick() // the job, or a ready key that fits in the slot given back
+	p.mu.Unlock()
+	return err
+}
+
+// enter counts a call in progress, unless the pool is closed or ended is
+// not nil: the call's startErr, read before p.mu was taken. p.mu is held.
+func (p *Pool) enter(ended error) error {
+	if p.closed {
+		return ErrClosed
+	}
+	if ended != nil {
+		return ended
+	}
+	p.pending++
+	return nil
+}
+
+// startErr is why a task with ctx cannot start now, or nil.
+func (p *Pool) startErr(ctx context.Context) error {
+	if p.life.Err() != nil {
+		return p.lifeErr()
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
 	}
 	return nil
 }
 
-func (p *Pool) submitEntered(ctx context.Context, lim limiter.Limiter, try, reserved bool, task func(context.Context) error) error {
-	if p.life.Err() != nil {
-		if reserved {
-			p.unreserve()
-		}
+// lifeErr is why the pool's life ended: ErrClosed after Close, else the
+// Options.Context's cause.
+func (p *Pool) lifeErr() error {
+	if p.closedErr.Load() {
+		return ErrClosed
+	}
+	return context.Cause(p.life)
+}
+
+// lifeCause is err, the error of a wait on the pool's life, or why the
+// life ended if it did: ErrClosed rather than a limiter's bare
+// context.Canceled.
+func (p *Pool) lifeCause(err error) error {
+	if err != nil && p.life.Err() != nil {
 		return p.lifeErr()
 	}
-	if ctx.Err() != nil { // ended before the task could start
-		if reserved {
-			p.unreserve()
-		}
-		return context.Cause(ctx)
+	return err
+}
+
+// leave ends one pending call or task; the last one after Wait or Close
+// stops the workers. p.mu is held.
+func (p *Pool) leave() {
+	p.pending--
+	if p.closed && p.pending == 0 {
+		p.finish()
 	}
-	if !reserved {
-		if try {
-			return ErrBusy
-		}
-		if err := p.waitSlot(ctx); err != nil {
-			return err
-		}
+}
+
+// finish stops the workers and closes idle, which Wait and Close wait for,
+// once nothing is pending after Wait or Close. p.mu is held.
+func (p *Pool) finish() {
+	if !p.finished {
+		p.finished = true
+		close(p.idle)
+		p.work.Broadcast()
 	}
-	if p.queued {
-		p.jobs <- job{fn: task, lim: lim} // never blocks: a reserved slot is a free place
+}
+
+// takeSlot takes a slot for a task of Go, waiting (with p.mu released)
+// while all Workers + Queue are taken, unless try. (A keyed task takes a
+// slot only below Workers, so that it is granted only when a worker will
+// start it at once: see nextKeyJob.) p.mu is held.
+func (p *Pool) takeSlot(ctx context.Context, try bool) error {
+	if p.slotOpen() {
+		p.slots++
 		return nil
 	}
-	var lease limiter.Lease
-	if lim != nil {
-		var err error
-		if lease, err = p.pass(ctx, lim, try); err != nil {
-			p.unreserve()
+	if try {
+		return ErrBusy
+	}
+	if err := p.waitUntil(&p.slotFree, ctx, p.slotOpen); err != nil {
+		return err
+	}
+	p.slots++
+	if p.slotOpen() {
+		p.slotFree.signal() // another Go may fit too
+	}
+	return nil
+}
+
+func (p *Pool) slotOpen() bool { return p.slots < p.capacity }
+
+// kick tells the workers that a job or a ready key waits: it wakes an idle
+// worker, or starts one if fewer than Workers run, unless one is on its
+// way already (that one wakes the next when it comes, if there is more
+// work: see woke). So a burst of short tasks wakes the idle workers one
+// after another as the work needs them, not all at once. p.mu is held.
+func (p *Pool) kick() {
+	if p.waking {
+		return
+	}
+	p.waking = true
+	switch {
+	case p.idlers > 0:
+		p.idlers--
+		p.work.Signal()
+	case p.spawned < p.workers:
+		p.spawned++
+		p.workWG.Add(1)
+		go p.worker()
+	default:
+		p.waking = false
+	}
+}
+
+// woke runs when a worker that kick woke or started comes to the work: it
+// wakes the next if more work waits than this one will take. p.mu is held.
+func (p *Pool) woke() {
+	p.waking = false
+	if p.jobs.len()+p.keys.ready.len() > 1 {
+		p.kick()
+	}
+}
+
+// waitList is a sync.Cond on p.mu that counts its waiters, so that a
+// signal nobody waits for (as each finished task sends) costs nothing.
+type waitList struct {
+	sync.Cond
+	waiters int
+}
+
+// signal wakes a waiter, if one waits. p.mu is held.
+func (w *waitList) signal() {
+	if w.waiters > 0 {
+		w.Signal()
+	}
+}
+
+// waitUntil waits on c, with p.mu released while it waits, until ok()
+// holds, ctx ends or the pool's life ends (lifeEnded broadcasts). p.mu is
+// held.
+func (p *Pool) waitUntil(c *waitList, ctx context.Context, ok func() bool) error {
+	if ok() {
+		return nil
+	}
+	if ctx.Done() != nil { // only when the caller has to wait: this allocates
+		stop := context.AfterFunc(ctx, func() {
+			p.mu.Lock()
+			c.Broadcast()
+			p.mu.Unlock()
+		})
+		defer stop()
+	}
+	for !ok() {
+		if err := p.startErr(ctx); err != nil {
+			if ok() {
+				c.signal() // the wake-up this call may have taken is another's
+			}
 			return err
 		}
+		c.waiters++
+		c.Wait()
+		c.waiters--
 	}
-	p.jobs <- job{fn: task, lease: lease} // never blocks: a reserved slot is a free place
 	return nil
+}
+
+// lifeEnded runs once the pool's life has ended (Close, Options.Context
+// ended, Wait): it fails the queued keyed tasks, and wakes every call
+// waiting for a slot or for room, so that it fails too.
+func (p *Pool) lifeEnded() {
+	defer p.workWG.Done()
+	p.drainKeys()
+	p.mu.Lock()
+	p.slotFree.Broadcast()
+	p.keys.room.Broadcast()
+	p.mu.Unlock()
 }
 
 // pass takes one permit from lim, waiting unless try.
@@ -347,10 +500,7 @@ func (p *Pool) pass(ctx context.Context, lim limiter.Limiter, try bool) (limiter
 	}
 	if ctx.Done() == nil { // Go: wait on the pool's life alone, allocating nothing
 		lease, err := lim.Acquire(p.life, 1)
-		if err != nil && p.life.Err() != nil {
-			err = p.lifeErr()
-		}
-		return lease, err
+		return lease, p.lifeCause(err)
 	}
 	// Wait on both ctx and the pool's life: this allocates, but only when
 	// the caller has to wait anyway.
@@ -359,186 +509,113 @@ func (p *Pool) pass(ctx context.Context, lim limiter.Limiter, try bool) (limiter
 	return lease, stop(err)
 }
 
-// lifeErr is why the pool's life ended: ErrClosed after Close, else the
-// Options.Context's cause.
-func (p *Pool) lifeErr() error {
-	if p.closedErr.Load() {
-		return ErrClosed
+// waitContext is a context that ends when ctx or the pool's life ends, and
+// the function to call with the error of the wait once it is over: it lets
+// the context go and, when the wait failed because the context ended,
+// returns why it ended (ctx's cause, or ErrClosed after Close) in place of
+// the bare context.Canceled a limiter reports.
+func (p *Pool) waitContext(ctx context.Context) (context.Context, func(error) error) {
+	if ctx.Done() == nil {
+		return p.life, p.lifeCause
 	}
-	return context.Cause(p.life)
-}
-
-// reserve takes a slot if fewer than limit are taken, starting a worker
-// goroutine when the reserved slots outnumber them. Go reserves up to
-// capacity (Workers plus Options.Queue); a keyed task up to Workers, so that
-// it is granted only when a worker will start it at once.
-func (p *Pool) reserve(limit int64) bool {
-	for {
-		s := p.state.Load()
-		if s&activeMask >= limit {
-			return false
+	wctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(p.life, func() { cancel(p.lifeErr()) })
+	return wctx, func(err error) error {
+		stop()
+		if err != nil && wctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+			err = context.Cause(wctx)
 		}
-		if p.state.CompareAndSwap(s, s+1) {
-			p.spawn(s & activeMask)
-			return true
-		}
+		cancel(nil)
+		return err
 	}
 }
 
-// spawn makes sure a worker goroutine exists for the slot just reserved
-// above n others, up to Workers.
-func (p *Pool) spawn(n int64) {
-	for s := p.spawned.Load(); s <= n && s < p.workers; s = p.spawned.Load() {
-		if p.spawned.CompareAndSwap(s, s+1) {
-			p.workWG.Add(1)
-			go p.worker()
-		}
-	}
-}
-
-// unreserve gives a slot back and wakes a parked Go or a ready key.
-func (p *Pool) unreserve() {
-	p.state.Add(-1)
-	p.wakeWaiter()
-	if p.keys.nready.Load() > 0 {
-		p.dispatch()
-	}
-}
-
-// wakeWaiter wakes a Go call parked for a slot, if there is one.
-func (p *Pool) wakeWaiter() {
-	if p.waiters.Load() > 0 {
-		select {
-		case p.wake <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// spins is how many times waitSlot yields before it parks when Go waits
-// for a worker: with short tasks a worker is usually free again within a
-// few yields, and parking costs more. With Options.Queue a full queue drains
-// one task at a time and waitSlot parks at once (measured: polling there
-// costs more than it saves).
-const (
-	spins      = 64
-	yieldEvery = 1 // polls between two yields
-)
-
-// waitSlot waits until reserve succeeds, ctx ends or the pool's life ends.
-func (p *Pool) waitSlot(ctx context.Context) error {
-	for i := range p.spins {
-		if p.reserve(p.capacity) {
-			return nil
-		}
-		if i%yieldEvery == yieldEvery-1 {
-			runtime.Gosched()
-		}
-	}
-	done := ctx.Done() // nil, blocking forever, for context.Background
-	p.waiters.Add(1)
-	defer p.waiters.Add(-1)
-	for {
-		if p.reserve(p.capacity) {
-			// Pass the wake-up on: another waiter may fit too.
-			if p.state.Load()&activeMask < p.capacity {
-				select {
-				case p.wake <- struct{}{}:
-				default:
-				}
-			}
-			return nil
-		}
-		select {
-		case <-p.wake:
-		case <-done:
-			return context.Cause(ctx)
-		case <-p.life.Done():
-			return p.lifeErr()
-		}
-	}
-}
-
+// worker runs the jobs and the ready keys' tasks until the pool finishes.
+// It holds p.mu but while a task runs, so that finishing a task and taking
+// the next is one critical section.
 func (p *Pool) worker() {
 	defer p.workWG.Done()
+	p.mu.Lock()
+	p.woke()
 	for {
 		j, ok := p.next()
 		if !ok {
-			return
+			break
 		}
-		if !p.run(j) {
-			// The task called runtime.Goexit: this goroutine is ending,
-			// so run started a replacement.
-			return
-		}
+		p.mu.Unlock()
+		err := p.run(j) // does not return if the task calls runtime.Goexit
+		p.mu.Lock()
+		p.taskDone(err)
 	}
+	p.mu.Unlock()
 }
 
-// workerSpins is how many times an idle worker polls for a job, yielding
-// between polls, before it parks: when Go hands each task over, a burst of
-// short tasks then flows without a park and a wake-up per task. Only
-// maxSpinning idle workers poll at once; the others park at once, so that
-// many idle workers do not take the CPU from the goroutines that submit.
-// With Options.Queue no worker polls: the queue keeps them busy, and
-// measured, polling there cost more than it saved.
-const (
-	workerSpins = 64
-	maxSpinning = 1
-)
-
-// next returns the next job, or false once the pool is finished.
+// next returns the next job, or the head of a ready key whose limiters
+// grant it, waiting while there is neither; false once the pool is
+// finished. p.mu is held.
 func (p *Pool) next() (job, bool) {
-	if p.maxSpinning > 0 { // not with Options.Queue: no counter to share then
-		if p.spinning.Add(1) <= p.maxSpinning {
-			for i := range workerSpins {
-				select {
-				case j, ok := <-p.jobs:
-					p.spinning.Add(-1)
-					return j, ok
-				default: // an empty channel is seen without taking its lock
-				}
-				if i%16 == 15 {
-					runtime.Gosched()
-				}
-			}
+	for {
+		if j, ok := p.take(); ok {
+			return j, true
 		}
-		p.spinning.Add(-1)
+		if p.finished {
+			return job{}, false
+		}
+		p.idlers++
+		p.work.Wait()
+		p.woke()
 	}
-	j, ok := <-p.jobs
-	return j, ok
 }
 
-// run runs one job and does its bookkeeping, also when the task panics or
-// calls runtime.Goexit. It reports whether the task returned or panicked.
-func (p *Pool) run(j job) (ok bool) {
+// take takes the oldest job, or else the head of a ready key whose
+// limiters grant it. p.mu is held.
+func (p *Pool) take() (job, bool) {
+	if p.jobs.len() == 0 {
+		return p.nextKeyJob()
+	}
+	h := p.jobs.pop()
+	j := job{fn: h.fn, lim: h.lim}
+	if !p.queued {
+		j.lease = p.leases.pop()
+	}
+	return j, true
+}
+
+// run runs one job and returns the task's error: a *PanicError if it
+// panicked. If the task calls runtime.Goexit, run finishes it (ErrGoexit)
+// and starts a worker in place of this goroutine, which ends.
+func (p *Pool) run(j job) (err error) {
+	if p.queued {
+		if err := p.admit(&j); err != nil {
+			j.lease.Release()
+			return err
+		}
+	}
+	var start time.Time
+	if j.lease.Granted() {
+		start = time.Now()
+	}
 	normal := false
 	defer func() {
 		if normal {
 			return
 		}
-		var err error
-		{
-			if v := recover(); v != nil {
-				err, ok = &PanicError{Value: v, Stack: debug.Stack()}, true
-			} else {
-				err = ErrGoexit // Goexit cannot be stopped: replace this worker.
-				p.workWG.Add(1)
-				go p.worker()
-			}
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: debug.Stack()}
+			p.ended(j, start, err)
+			return
 		}
-		p.done(j, err)
+		p.ended(j, start, ErrGoexit) // Goexit cannot be stopped: replace this worker.
+		p.mu.Lock()
+		p.taskDone(ErrGoexit)
+		p.workWG.Add(1)
+		go p.worker()
+		p.mu.Unlock()
 	}()
-	if p.queued {
-		if err := p.admit(&j); err != nil {
-			normal = true
-			p.done(j, err)
-			return true
-		}
-	}
-	err := j.fn(p.tasksCtx)
+	err = j.fn(p.tasksCtx)
 	normal = true
-	p.done(j, err)
-	return true
+	p.ended(j, start, err)
+	return err
 }
 
 // admit passes a queued job's limiter, in the worker, right before the task
@@ -552,68 +629,54 @@ func (p *Pool) admit(j *job) error {
 	}
 	lease, err := j.lim.Acquire(p.life, 1)
 	if err != nil {
-		if p.life.Err() != nil {
-			err = p.lifeErr()
-		}
-		return fmt.Errorf("pool: a queued task did not start: %w", err)
+		return fmt.Errorf("pool: a queued task did not start: %w", p.lifeCause(err))
 	}
 	j.lease = lease
 	return nil
 }
 
-// done finishes a job: releases its lease, records its error, frees its slot.
-// run calls it once, on its normal path or in its deferred function.
-func (p *Pool) done(j job, err error) {
-	j.lease.Release()
+// ended reports the outcome and duration of a task that ran from start on
+// its lease (for limiters that learn from outcomes), then releases the
+// lease.
+func (p *Pool) ended(j job, start time.Time, err error) {
+	if j.lease.Granted() {
+		j.lease.Report(limiter.OutcomeOf(err), time.Since(start))
+		j.lease.Release()
+	}
+}
+
+// taskDone records a task's error (nil for a Go call that failed: Go
+// reports that), frees its slot for a waiting Go call, and ends its place
+// among the pending. p.mu is held.
+func (p *Pool) taskDone(err error) {
 	if err != nil {
 		p.record(err)
 	}
-	// Free the slot and leave in one operation.
-	if p.state.Add(-pendingOne-1) == closedBit {
-		p.finish()
-	}
-	p.wakeWaiter()
-	if p.keys.nready.Load() > 0 {
-		p.dispatch()
-	}
+	p.slots--
+	p.slotFree.signal()
+	p.leave()
 }
 
 // record keeps a task's error and, with CancelOnError, ends the tasks'
-// context on the first one.
+// context on the first one. p.mu is held.
 func (p *Pool) record(err error) {
-	p.mu.Lock()
 	first := len(p.errs) == 0
-	if first || !p.firstError {
-		p.errs = append(p.errs, err)
-	}
-	p.mu.Unlock()
 	if first && p.cancelOnError {
 		p.endTasks(err)
 	}
-}
-
-// leave ends one pending Go call or task; the last one after Wait or Close
-// stops the workers.
-func (p *Pool) leave() {
-	if p.state.Add(-pendingOne) == closedBit {
-		p.finish()
+	if p.keepErrors && (first || !p.firstError) {
+		p.errs = append(p.errs, err)
 	}
 }
 
 // shut refuses new tasks from now on.
 func (p *Pool) shut() {
-	if p.state.Or(closedBit) == 0 {
+	p.mu.Lock()
+	p.closed = true
+	if p.pending == 0 {
 		p.finish()
 	}
-}
-
-// finish runs once nothing is pending after shut: no Go call can send any
-// more, so the workers can stop.
-func (p *Pool) finish() {
-	p.idleOnce.Do(func() {
-		close(p.jobs)
-		close(p.idle)
-	})
+	p.mu.Unlock()
 }
 
 // Wait refuses new tasks (later Go calls fail with ErrClosed), waits until
@@ -631,10 +694,9 @@ func (p *Pool) finish() {
 func (p *Pool) Wait() error {
 	p.shut()
 	<-p.idle
-	p.keys.stopWatch(p)
-	p.workWG.Wait()
 	p.endTasks(context.Canceled)
-	p.endLife(context.Canceled) // let go of Options.Context
+	p.endLife(context.Canceled) // let go of Options.Context; stop the keys' waiter
+	p.workWG.Wait()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.waited {

@@ -332,7 +332,8 @@ type keyTask struct {
 
 type poolKeyPlan struct {
 	workers    int
-	queue      int // Options.Queue: the cap on queued keyed tasks
+	queue      int           // Options.Queue: the cap on queued keyed tasks
+	decide     time.Duration // how long each key limiter's TryAcquire takes
 	keys       []config
 	global     *config // Options.Limiter, chained with each key's
 	closeAt    time.Duration
@@ -344,7 +345,7 @@ func (p poolKeyPlan) String() string {
 	if p.global != nil {
 		g = p.global.String()
 	}
-	return fmt.Sprintf("{workers %d queue %d keys %v global %s closeAt %v submitters %+v}", p.workers, p.queue, p.keys, g, p.closeAt, p.submitters)
+	return fmt.Sprintf("{workers %d queue %d decide %v keys %v global %s closeAt %v submitters %+v}", p.workers, p.queue, p.decide, p.keys, g, p.closeAt, p.submitters)
 }
 
 type poolKeyOutcome struct {
@@ -357,6 +358,23 @@ type poolKeyOutcome struct {
 	closed    bool
 	waitErr   error
 	buildErrs []string
+	// Instants: Wait returned; the submitters were done; the last task
+	// returned; Close; each task's ctx's deadline.
+	waited, submitted, lastEnd, closeAt time.Duration
+	deadline                            map[int]time.Duration
+}
+
+// slowTry is a limiter whose TryAcquire takes decide (a limiter that asks a
+// server), so that Close and contexts ending can come while the pool waits
+// for its answer.
+type slowTry struct {
+	limiter.Limiter
+	decide time.Duration
+}
+
+func (s slowTry) TryAcquire(n int) limiter.Lease {
+	time.Sleep(s.decide)
+	return s.Limiter.TryAcquire(n)
 }
 
 // TestPoolKeyBounds draws 1-4 keys, each with a drawn limiter of any kind,
@@ -369,8 +387,11 @@ type poolKeyOutcome struct {
 // tasks in use at once); every task runs at most once, never when its GoKey
 // failed, and GoKey fails only with ErrClosed after Close or its ctx's
 // deadline; every task that was queued and did not run is reported by Wait,
-// with an error its plan allows; and without Close, timeouts or limiter
-// queue caps, every task runs.
+// with an error its plan allows; without Close, timeouts or limiter
+// queue caps, every task runs; and Wait returns as soon as nothing is left
+// to run: by the last task's end, the last timeout of a task that did not
+// run, or the Close, whichever is last (plus one TryAcquire's time, drawn:
+// the key limiters may take time to decide, as a server's do).
 func TestPoolKeyBounds(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(rt *rapid.T) {
@@ -394,6 +415,9 @@ func drawPoolKeyPlan(rt *rapid.T) poolKeyPlan {
 		workers: rapid.IntRange(1, 6).Draw(rt, "workers"),
 		queue:   rapid.SampledFrom([]int{0, 1, 2, 5}).Draw(rt, "queue"),
 		closeAt: -1,
+	}
+	if rapid.Bool().Draw(rt, "slow") {
+		plan.decide = time.Duration(rapid.IntRange(1, 3).Draw(rt, "decideMs")) * time.Millisecond
 	}
 	u := time.Duration(0)
 	for range rapid.IntRange(1, 4).Draw(rt, "keys") {
@@ -424,38 +448,59 @@ func drawPoolKeyPlan(rt *rapid.T) poolKeyPlan {
 	return plan
 }
 
-func poolKeyRun(pn *panics, plan poolKeyPlan) poolKeyOutcome {
-	out := poolKeyOutcome{runs: map[int]int{}, goErr: map[int]error{}, starts: make([][]grant, len(plan.keys)), keyPeak: make([]int, len(plan.keys))}
-	start := time.Now()
+// poolKeyPool builds plan's limiters and pool, and a function that closes
+// the limiters.
+func poolKeyPool(plan poolKeyPlan) (*pool.Pool, func(), error) {
+	var closers []func() error
+	closeAll := func() {
+		for _, c := range closers {
+			c()
+		}
+	}
 	var lims []limiter.Limiter
 	for _, c := range plan.keys {
 		l, err := c.build()
 		if err != nil {
-			out.buildErrs = append(out.buildErrs, err.Error())
-			return out
+			closeAll()
+			return nil, nil, err
 		}
-		defer l.Close()
+		closers = append(closers, l.Close)
 		lims = append(lims, l)
 	}
 	opts := pool.Options{Workers: plan.workers, Queue: plan.queue, PerKey: func(k string) limiter.Limiter {
 		var i int
 		fmt.Sscan(k, &i)
+		if plan.decide > 0 {
+			return slowTry{lims[i], plan.decide}
+		}
 		return lims[i]
 	}}
 	if plan.global != nil {
 		g, err := plan.global.build()
 		if err != nil {
-			out.buildErrs = append(out.buildErrs, err.Error())
-			return out
+			closeAll()
+			return nil, nil, err
 		}
-		defer g.Close()
+		closers = append(closers, g.Close)
 		opts.Limiter = g
 	}
 	p, err := pool.New(opts)
 	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	return p, closeAll, nil
+}
+
+func poolKeyRun(pn *panics, plan poolKeyPlan) poolKeyOutcome {
+	out := poolKeyOutcome{runs: map[int]int{}, goErr: map[int]error{}, deadline: map[int]time.Duration{}, starts: make([][]grant, len(plan.keys)), keyPeak: make([]int, len(plan.keys))}
+	start := time.Now()
+	p, closeLimiters, err := poolKeyPool(plan)
+	if err != nil {
 		out.buildErrs = append(out.buildErrs, err.Error())
 		return out
 	}
+	defer closeLimiters()
 	var mu sync.Mutex
 	running, keyRunning := 0, make([]int, len(plan.keys))
 	task := func(id int, tk keyTask) func(context.Context) error {
@@ -479,6 +524,7 @@ func poolKeyRun(pn *panics, plan poolKeyPlan) poolKeyOutcome {
 			mu.Lock()
 			running--
 			keyRunning[tk.key]--
+			out.lastEnd = max(out.lastEnd, time.Since(start))
 			mu.Unlock()
 			return nil
 		}
@@ -504,6 +550,9 @@ func poolKeyRun(pn *panics, plan poolKeyPlan) poolKeyOutcome {
 				err := p.GoKey(ctx, fmt.Sprint(tk.key), task(base+i, tk))
 				mu.Lock()
 				out.goErr[base+i] = err
+				if deadline, ok := ctx.Deadline(); ok {
+					out.deadline[base+i] = deadline.Sub(start)
+				}
 				mu.Unlock()
 			}
 		})
@@ -512,13 +561,15 @@ func poolKeyRun(pn *panics, plan poolKeyPlan) poolKeyOutcome {
 		wg.Go(func() {
 			time.Sleep(plan.closeAt)
 			mu.Lock()
-			out.closed = true
+			out.closed, out.closeAt = true, time.Since(start)
 			mu.Unlock()
 			p.Close()
 		})
 	}
 	wg.Wait()
+	out.submitted = time.Since(start)
 	out.waitErr = p.Wait()
+	out.waited = time.Since(start)
 	for _, cancel := range cancels {
 		cancel()
 	}
@@ -563,6 +614,32 @@ func poolKeyCheck(rt *rapid.T, plan poolKeyPlan, out poolKeyOutcome) {
 		if !ok {
 			rt.Fatalf("Wait reports %v for a task that did not start", err)
 		}
+	}
+	checkWaitReturned(rt, plan, out)
+}
+
+// checkWaitReturned checks that Wait returned as soon as nothing was left
+// to run: a queued task that did not run failed when its ctx ended or Close
+// came (plus one TryAcquire's time, if its key was being tried then), not
+// when its key's limiter would next have let it.
+func checkWaitReturned(rt *rapid.T, plan poolKeyPlan, out poolKeyOutcome) {
+	by := max(out.submitted, out.lastEnd)
+	for id, goErr := range out.goErr {
+		if goErr != nil || out.runs[id] > 0 {
+			continue
+		}
+		end, ok := out.deadline[id]
+		if out.closed && (!ok || out.closeAt < end) {
+			end, ok = out.closeAt, true
+		}
+		if !ok {
+			return // refused by a limiter's queue cap: when, this check cannot say
+		}
+		by = max(by, end+plan.decide)
+	}
+	if out.waited > by {
+		rt.Fatalf("Wait returned at %v, want by %v (submitted %v, last task end %v, Close %v)",
+			out.waited, by, out.submitted, out.lastEnd, out.closeAt)
 	}
 }
 
