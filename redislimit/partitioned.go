@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rategate/rategate/internal/cellrate"
 	"github.com/rategate/rategate/internal/exact"
 	"github.com/rategate/rategate/internal/precise"
 	"github.com/rategate/rategate/limiter"
@@ -269,33 +270,28 @@ const (
 	ptQueued // not take's: Acquire calls wait, and TryAcquire does not jump them
 )
 
-const partLocked = math.MinInt64
-
 // take tries to take k permits at now (ns since origin) from the held
-// partitions, without a lock.
+// partitions, without a lock: the lock-free decision of internal/cellrate,
+// with the held partitions' bucket as its configuration (scaled time runs
+// c.rate units a ns from c.base; a permit costs p.cost units).
 func (p *Partitioned) take(now, k int64) (status int, retry int64) {
 	for {
 		tat := p.tat.Load()
-		if tat == partLocked {
+		if tat == cellrate.Locked {
 			return ptSlow, 0
 		}
 		c := p.cfg.Load()
 		if now >= c.deadline {
 			return ptNoLease, 0
 		}
-		need := max(k, 1) * p.cost
-		if need > c.tol {
+		if max(k, 1)*p.cost > c.tol {
 			return ptShort, 0
 		}
-		nows := (now - c.base) * c.rate
-		from := max(tat, nows)
-		if over := from + need - nows - c.tol; over > 0 {
-			return ptLimited, exact.CeilDiv(over, c.rate)
+		next, early := cellrate.Decide(tat, (now-c.base)*c.rate, k, p.cost, c.tol)
+		if early > 0 {
+			return ptLimited, exact.CeilDiv(early, c.rate)
 		}
-		if k == 0 {
-			return ptOK, 0
-		}
-		if p.tat.CompareAndSwap(tat, from+k*p.cost) {
+		if next == tat || p.tat.CompareAndSwap(tat, next) {
 			return ptOK, 0
 		}
 	}
@@ -304,12 +300,7 @@ func (p *Partitioned) take(now, k int64) (status int, retry int64) {
 // lockDebt swaps the state for the locked sentinel and returns the bucket's
 // debt at now in scaled units, and the swapped value. The caller holds mu.
 func (p *Partitioned) lockDebt(now int64) (debt, old int64) {
-	for {
-		old = p.tat.Load()
-		if old != partLocked && p.tat.CompareAndSwap(old, partLocked) {
-			break
-		}
-	}
+	old = cellrate.Lock(&p.tat)
 	c := p.cfg.Load()
 	if c.rate == 0 || old <= 0 {
 		return 0, old
@@ -337,13 +328,7 @@ func (p *Partitioned) install(now, deadline, debt, old int64) {
 		debt = 0
 	}
 	if debt == old {
-		// Never the value a stale compare-and-swap expects: one unit more
-		// debt, or, for a full bucket, a state that reads as full too.
-		if debt <= 0 {
-			debt--
-		} else {
-			debt++
-		}
+		debt = cellrate.Fresh(debt) // never the value a stale compare-and-swap expects
 	}
 	p.cfg.Store(c)
 	p.tat.Store(debt)
@@ -702,7 +687,7 @@ func (p *Partitioned) LeaseCalls() int64 { return p.calls.Load() }
 func (p *Partitioned) available(now int64) (avail, debt int64, c *pconf) {
 	c = p.cfg.Load()
 	tat := p.tat.Load()
-	if now >= c.deadline || tat == partLocked {
+	if now >= c.deadline || tat == cellrate.Locked {
 		return 0, 0, c
 	}
 	debt = max(tat-(now-c.base)*c.rate, 0)
