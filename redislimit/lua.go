@@ -41,12 +41,13 @@ import (
 //	        state for Quota (see algorithm).
 //
 // Every fragment but load runs in a block of its own, so its locals are
-// its own; p, g, x, at, w, qa and qb are the script's, which a fragment
-// must not declare. helpers is Lua that the fragments call, defined once in
+// its own; r, p, g, x, at, w, qa and qb are the script's, which a
+// fragment must not declare. helpers is Lua that the fragments call, defined once in
 // a script.
 type luaModule struct {
 	name                          string // names the module in a chain's shape
 	params, keys                  int    // its parameters in ARGV, its keys in KEYS
+	guardParams                   int    // its parameters after those, when it guards
 	helpers                       string
 	load, can, take, settle, save string
 
@@ -84,8 +85,8 @@ func expand(f string, j, a, k int, guard bool) string {
 // is paid, and a bucket whose debt is paid leaves nothing in Redis. A
 // missing state is a full bucket.
 //
-// Parameters: D, N, TOL, MAXEL = ceil(TOL/N) (µs to drain a full debt).
-// Every value stays below 2TOL+N < 2^53 (a settled overuse may add
+// Parameters: D, N, TOL; guarding, MAXEL = ceil(TOL/N) (µs to drain a
+// full debt) too. Every value stays below 2TOL+N < 2^53 (a settled overuse may add
 // to the debt beyond TOL; a wait is then longer, never wrong).
 //
 // A settlement gives back unused permits only as far as they would not
@@ -95,7 +96,7 @@ func expand(f string, j, a, k int, guard bool) string {
 // which keeps the debt at least that of the actual costs: the bound holds
 // over them.
 var tbModule = newModule(luaModule{
-	name: "tb", params: 4, keys: 1,
+	name: "tb", params: 3, guardParams: 1, keys: 1,
 	load: `
 local D@, N@, TOL@ = tonumber(ARGV[@a]), tonumber(ARGV[@a + 1]), tonumber(ARGV[@a + 2])
 local st@ = redis.call('GET', KEYS[@k])
@@ -273,14 +274,19 @@ func settleArg(g, x int, at int64) string {
 	return fmt.Sprintf("s%d,%d,%d", g, x, at)
 }
 
-// luaRequest parses a request argument that is not a permit count (which
-// tonumber reads): a settlement.
-const luaRequest = `
-local function request(a)
-  local g, x, at = string.match(a, '^s(%d+),(%d+),(%d+)$')
-  return nil, tonumber(g), tonumber(x), tonumber(at)
-end
-`
+// luaSettlement reads request argument r that is not a permit count (which
+// tonumber reads): a settlement "s<g>,<x>,<at>".
+const luaSettlement = `
+    g, x, at = string.match(r, '^s(%d+),(%d+),(%d+)$')
+    g, x, at = tonumber(g), tonumber(x), tonumber(at)`
+
+// nparams returns the parameters of a member of m in ARGV.
+func (m *luaModule) nparams(guard bool) int {
+	if guard {
+		return m.params + m.guardParams
+	}
+	return m.params
+}
 
 // singleSource is the script of one limit of module m: ARGV is m's
 // parameters, then the requests; the reply is {t, a, b, r1, …, rk}, ri = 0
@@ -291,13 +297,13 @@ func singleSource(m *luaModule, guard bool) string {
 	if guard {
 		src = luaServer + src
 	}
-	return src + luaRequest + x(m.load) + fmt.Sprintf(`
+	return src + x(m.load) + fmt.Sprintf(`
 local out = {0, 0, 0}
 for i = %d, #ARGV do
-  local p, g, x, at = tonumber(ARGV[i])
+  local r = ARGV[i]
+  local p, g, x, at = tonumber(r)
   local w = 0
-  if p == nil then
-    p, g, x, at = request(ARGV[i])
+  if p == nil then%s
     do %s
     end
   else
@@ -312,7 +318,7 @@ do %s
 end
 out[1], out[2], out[3] = t1, qa, qb
 return out
-`, m.params+1, x(m.settle), x(m.can), x(m.take), x(m.save))
+`, m.nparams(guard)+1, luaSettlement, x(m.settle), x(m.can), x(m.take), x(m.save))
 }
 
 // maxChainMembers caps a chain's members: a script holds each member's
@@ -342,19 +348,19 @@ func chainSource(ms []member) string {
 		fmt.Fprintf(&take, "      do %s end\n", x(m.take))
 		fmt.Fprintf(&settle, "    do %s\n    end\n", x(m.settle))
 		fmt.Fprintf(&save, "qa, qb = 0, 0\ndo %s\nend\nout[#out + 1] = qa\nout[#out + 1] = qb\n", x(m.save))
-		a, k = a+m.params, k+m.keys
+		a, k = a+m.nparams(mb.guard), k+m.keys
 	}
 	src := helpers.String()
 	if guard {
 		src = luaServer + src
 	}
-	return src + luaRequest + load.String() + fmt.Sprintf(`
+	return src + load.String() + fmt.Sprintf(`
 local out = {now}
 for i = %d, #ARGV do
-  local p, g, x, at = tonumber(ARGV[i])
+  local r = ARGV[i]
+  local p, g, x, at = tonumber(r)
   local wait, who, w = 0, 0, 0
-  if p == nil then
-    p, g, x, at = request(ARGV[i])
+  if p == nil then%s
 %s  else
 %s    if who == 0 then
 %s    end
@@ -364,7 +370,7 @@ for i = %d, #ARGV do
 end
 local qa, qb
 %sreturn out
-`, a, settle.String(), can.String(), take.String(), save.String())
+`, a, luaSettlement, settle.String(), can.String(), take.String(), save.String())
 }
 
 // member is what a chain's script needs of a member: its module, and

@@ -50,9 +50,18 @@ func tokenBucket(opts limiter.TokenBucketOptions, guard bool) (algorithm, error)
 	a.maxel = (a.tol + a.n - 1) / a.n
 	return algorithm{
 		kind: "tb", mod: tbModule, guard: guard, script: tbModule.script(guard),
-		args: stringArgs(a.d, a.n, a.tol, a.maxel), max: a.burst,
+		args: tbArgs(a, guard), max: a.burst,
 		quota: a.quota,
 	}, nil
+}
+
+// tbArgs returns the token bucket's script parameters: MAXEL only for
+// the restart guard.
+func tbArgs(a *tbAlg, guard bool) []any {
+	if guard {
+		return stringArgs(a.d, a.n, a.tol, a.maxel)
+	}
+	return stringArgs(a.d, a.n, a.tol)
 }
 
 // quota reads the debt after the decision.
