@@ -214,7 +214,7 @@ func (c *chainLimiter) call(ctx context.Context, batch []*request) {
 	v, err := c.rc.run(ctx, c.script, nil, c.keys, args...)
 	var vals []int64
 	if err == nil {
-		vals, err = ints(v, 1+2*len(batch)+2*len(c.hs))
+		vals, err = ints(nil, v, 1+2*len(batch)+2*len(c.hs))
 	}
 	if err != nil {
 		for _, r := range batch {

@@ -179,7 +179,7 @@ func (l *ccLease) ReleasePermits(int) {
 	}
 	v, err := l.e.rc.run(context.Background(), ccReleaseScript, nil, l.h.keys, l.member)
 	if err == nil && l.e.onRelease != nil {
-		if vals, err := ints(v, 3); err == nil {
+		if vals, err := ints(nil, v, 3); err == nil {
 			l.e.onRelease(vals[0])
 		}
 	}
@@ -236,7 +236,7 @@ func (c *ccState) renewOne(e *engine, ls []*ccLease) {
 	if err != nil {
 		return
 	}
-	vals, err := ints(v, 3+len(ls))
+	vals, err := ints(nil, v, 3+len(ls))
 	if err != nil {
 		return
 	}

@@ -258,7 +258,8 @@ func (e *engine) call(ctx context.Context, h *handle, batch []*request) {
 	v, err := e.rc.run(ctx, e.alg.script, e.late(h, batch), h.keys, args...)
 	var vals []int64
 	if err == nil {
-		vals, err = ints(v, 3+len(batch))
+		var buf [4]int64 // the reply to one request
+		vals, err = ints(buf[:], v, 3+len(batch))
 	}
 	if err != nil {
 		for _, r := range batch {
@@ -299,9 +300,10 @@ func (e *engine) late(h *handle, batch []*request) func(any, error) {
 	}
 }
 
-// ints reads a script's reply: an array of n integers.
-func ints(v any, n int) ([]int64, error) {
-	out, ok := intReply(v)
+// ints reads a script's reply, an array of n integers, into dst (a
+// caller's buffer, or nil).
+func ints(dst []int64, v any, n int) ([]int64, error) {
+	out, ok := intReply(dst[:0], v)
 	if !ok || len(out) != n {
 		return nil, unavailable(fmt.Errorf("redislimit: unexpected script reply %v", v))
 	}

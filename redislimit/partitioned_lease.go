@@ -275,7 +275,7 @@ func parseSyncReply(reply any) (syncReply, error) {
 	bad := func() (syncReply, error) {
 		return syncReply{}, unavailable(fmt.Errorf("redislimit: malformed partition sync reply %v", reply))
 	}
-	v, ok := intReply(reply)
+	v, ok := intReply(nil, reply)
 	if !ok || len(v) < 7 {
 		return bad()
 	}

@@ -115,18 +115,20 @@ func unavailable(err error) error {
 	return &unavailableError{cause: err}
 }
 
-// intReply reads a script's reply as an array of integers; ok is false for
-// any other reply.
-func intReply(v any) (out []int64, ok bool) {
+// intReply reads a script's reply as an array of integers, appended to
+// dst; ok is false for any other reply.
+func intReply(dst []int64, v any) (out []int64, ok bool) {
 	a, ok := v.([]any)
 	if !ok {
 		return nil, false
 	}
-	out = make([]int64, len(a))
-	for i, x := range a {
-		if out[i], ok = x.(int64); !ok {
+	out = dst
+	for _, x := range a {
+		n, ok := x.(int64)
+		if !ok {
 			return nil, false
 		}
+		out = append(out, n)
 	}
 	return out, true
 }
@@ -162,7 +164,10 @@ func newCaller(c redis.UniversalClient, timeout time.Duration) caller {
 // failed, late is called too, as the call may have committed before it
 // failed.
 func (c *caller) run(parent context.Context, s *redis.Script, late func(any, error), keys []string, args ...any) (any, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), c.timeout)
+	if parent != context.Background() {
+		parent = context.WithoutCancel(parent)
+	}
+	ctx, cancel := context.WithTimeout(parent, c.timeout)
 	if c.inline {
 		v, err := s.Run(ctx, c.c, keys, args...).Result()
 		cancel()
