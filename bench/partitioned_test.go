@@ -3,8 +3,9 @@ package bench
 // BenchmarkPartitioned compares one decision of redislimit.Partitioned (a
 // global rate decided locally from partitions leased in Redis) with the
 // round-trip limiters on the same redis-server: redislimit.NewTokenBucket
-// and go-redis/redis_rate. Every limiter admits (10^9 a second), so the
-// numbers are the cost of a decision, not of a refusal. Results:
+// and go-redis/redis_rate. Every limiter admits (10^5 a second, a burst of
+// 10^9: see redisRate), so the numbers are the cost of a decision, not of
+// a refusal. Results:
 // results/partitioned.md.
 //
 // TestPartitionedTraffic (run with -partitioned) measures what the local
@@ -48,12 +49,12 @@ func warmPartitioned(b testing.TB, key string, rate, burst, parts int) *redislim
 func partitionedImpls(b testing.TB) map[string]decide {
 	bounded := redisClient(b, true)
 	rr := redis_rate.NewLimiter(bounded)
-	rrLimit := redis_rate.Limit{Rate: redisRate, Burst: redisRate, Period: time.Second}
-	tb := must(redislimit.NewTokenBucket(redislimit.Options{Client: bounded, Key: "bench-pt-tb"},
-		limiter.TokenBucketOptions{Rate: limiter.Per(redisRate, time.Second), Burst: redisRate}))
+	rrLimit := redis_rate.Limit{Rate: redisRate, Burst: redisBurst, Period: time.Second}
+	tbOpts := limiter.TokenBucketOptions{Rate: limiter.Per(redisRate, time.Second), Burst: redisBurst}
+	tb := must(redislimit.NewTokenBucket(redislimit.Options{Client: bounded, Key: "bench-pt-tb"}, tbOpts))
 	b.Cleanup(func() { tb.Close() })
-	pt := warmPartitioned(b, "bench-pt", redisRate, redisRate, 16)
-	local := must(limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(redisRate, time.Second), Burst: redisRate}))
+	pt := warmPartitioned(b, "bench-pt", redisRate, redisBurst, 16)
+	local := must(limiter.NewTokenBucket(tbOpts))
 	origin := time.Now()
 	return map[string]decide{
 		// The floor of any local decision: reading the monotonic clock.
