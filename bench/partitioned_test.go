@@ -3,8 +3,8 @@ package bench
 // BenchmarkPartitioned compares one decision of redislimit.Partitioned (a
 // global rate decided locally from partitions leased in Redis) with the
 // round-trip limiters on the same redis-server: redislimit.NewTokenBucket
-// and go-redis/redis_rate. Every limiter admits (10^9 a second), so the
-// numbers are the cost of a decision, not of a refusal. Results:
+// and go-redis/redis_rate. Every limiter admits (10^9 a second, ptRate), so
+// the numbers are the cost of a decision, not of a refusal. Results:
 // results/partitioned.md.
 //
 // TestPartitionedTraffic (run with -partitioned) measures what the local
@@ -45,15 +45,19 @@ func warmPartitioned(b testing.TB, key string, rate, burst, parts int) *redislim
 	return p
 }
 
+// ptRate is the rate and burst of BenchmarkPartitioned's limiters. (At this
+// rate redis_rate does not write its state: see redisRate.)
+const ptRate = 1_000_000_000
+
 func partitionedImpls(b testing.TB) map[string]decide {
 	bounded := redisClient(b, true)
 	rr := redis_rate.NewLimiter(bounded)
-	rrLimit := redis_rate.Limit{Rate: redisRate, Burst: redisRate, Period: time.Second}
+	rrLimit := redis_rate.Limit{Rate: ptRate, Burst: ptRate, Period: time.Second}
 	tb := must(redislimit.NewTokenBucket(redislimit.Options{Client: bounded, Key: "bench-pt-tb"},
-		limiter.TokenBucketOptions{Rate: limiter.Per(redisRate, time.Second), Burst: redisRate}))
+		limiter.TokenBucketOptions{Rate: limiter.Per(ptRate, time.Second), Burst: ptRate}))
 	b.Cleanup(func() { tb.Close() })
-	pt := warmPartitioned(b, "bench-pt", redisRate, redisRate, 16)
-	local := must(limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(redisRate, time.Second), Burst: redisRate}))
+	pt := warmPartitioned(b, "bench-pt", ptRate, ptRate, 16)
+	local := must(limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(ptRate, time.Second), Burst: ptRate}))
 	origin := time.Now()
 	return map[string]decide{
 		// The floor of any local decision: reading the monotonic clock.

@@ -53,8 +53,16 @@ func redisServer(b testing.TB) *redistest.Server {
 	return redisSrv
 }
 
-// Every limiter admits: 10^9 permits a second, a burst of 10^9.
-const redisRate = 1_000_000_000
+// Every limiter admits every request: 10^5 permits a second, a burst of
+// 10^9. Each decision still writes the limit's state, as a limiting one
+// does: at 10^9 a second redis_rate's increment (10^-9 s) is below the
+// precision of its float clock (seconds since 2017, 6·10^-8 s apart), so
+// it never writes and its state never moves (redisRateNoWrite).
+const (
+	redisRate        = 100_000
+	redisBurst       = 1_000_000_000
+	redisRateNoWrite = 1_000_000_000
+)
 
 func redisClient(b testing.TB, ctxTimeout bool) *redis.Client {
 	s := redisServer(b)
@@ -92,8 +100,9 @@ func redisImpls(b testing.TB) map[string]decide {
 	plain := redisClient(b, false)
 	bounded := redisClient(b, true)
 	rr := redis_rate.NewLimiter(plain)
-	rrLimit := redis_rate.Limit{Rate: redisRate, Burst: redisRate, Period: time.Second}
-	tbOpts := limiter.TokenBucketOptions{Rate: limiter.Per(redisRate, time.Second), Burst: redisRate}
+	rrLimit := redis_rate.Limit{Rate: redisRate, Burst: redisBurst, Period: time.Second}
+	rrNoWrite := redis_rate.Limit{Rate: redisRateNoWrite, Burst: redisBurst, Period: time.Second}
+	tbOpts := limiter.TokenBucketOptions{Rate: limiter.Per(redisRate, time.Second), Burst: redisBurst}
 	tb := func(c *redis.Client, key string) *redislimit.TokenBucket {
 		l := must(redislimit.NewTokenBucket(redislimit.Options{Client: c, Key: key}, tbOpts))
 		b.Cleanup(func() { l.Close() })
@@ -106,7 +115,7 @@ func redisImpls(b testing.TB) map[string]decide {
 	// The floor of any script: EVALSHA of a script that returns what the
 	// token bucket's returns and does nothing, with the same arguments.
 	nop := redis.NewScript(`return {0, 0, 0, 0}`)
-	nopArgs := []any{int64(1), int64(1), int64(redisRate), int64(1_000_000), "0", "1"}
+	nopArgs := []any{"10", "1", "10000000000", "1"}
 	return map[string]decide{
 		"ping": func(ctx context.Context) bool { return bounded.Ping(ctx).Err() == nil },
 		"script-floor": func(ctx context.Context) bool {
@@ -114,6 +123,10 @@ func redisImpls(b testing.TB) map[string]decide {
 		},
 		"redis_rate": func(ctx context.Context) bool {
 			r, err := rr.Allow(ctx, "bench-rr", rrLimit)
+			return err == nil && r.Allowed > 0
+		},
+		"redis_rate-nowrite": func(ctx context.Context) bool {
+			r, err := rr.Allow(ctx, "bench-rr-nowrite", rrNoWrite)
 			return err == nil && r.Allowed > 0
 		},
 		// redislimit with a client that honours context deadlines
@@ -274,6 +287,18 @@ func BenchmarkRedisShared64Paired(b *testing.B) {
 	b.ReportMetric(med["redislimit-tb-defaultclient"]/med["redis_rate"], "x-tbdefault/redis_rate")
 }
 
+// BenchmarkRedisBound is what bounding one round trip costs the client:
+// the context.WithTimeout (and its cancel) that redislimit runs every
+// script call under, so that Options.Timeout ends every wait inside the
+// client. redis_rate's Allow runs under the caller's context alone.
+func BenchmarkRedisBound(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		_, cancel := context.WithTimeout(context.Background(), redislimit.DefaultTimeout)
+		cancel()
+	}
+}
+
 var redisCost = flag.Bool("redis.cost", false, "run TestRedisScriptCost: Redis's own time per script call (INFO commandstats)")
 
 // TestRedisScriptCost measures what each implementation's script costs
@@ -287,7 +312,7 @@ func TestRedisScriptCost(t *testing.T) {
 	impls := redisImpls(t)
 	c := redisClient(t, true)
 	ctx := context.Background()
-	for _, name := range []string{"script-floor", "redis_rate", "redislimit-tb", "chain-1", "chain-2"} {
+	for _, name := range []string{"script-floor", "redis_rate", "redis_rate-nowrite", "redislimit-tb", "chain-1", "chain-2"} {
 		best := math.Inf(1)
 		for range 3 {
 			if err := c.ConfigResetStat(ctx).Err(); err != nil {

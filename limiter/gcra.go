@@ -1,8 +1,9 @@
 package limiter
 
 import (
-	"math"
 	"sync/atomic"
+
+	"github.com/rategate/rategate/internal/cellrate"
 )
 
 // gcra is the generic cell rate algorithm shared by TokenBucket and
@@ -27,7 +28,8 @@ import (
 // Changing the configuration (rate, burst, rebase) swaps tat to the locked
 // sentinel, stores the new configuration, then stores the converted tat. The
 // fast path reads tat before cfg, so a compare-and-swap that succeeds was
-// computed with the configuration that goes with the value it replaced.
+// computed with the configuration that goes with the value it replaced: the
+// protocol of internal/cellrate, which redislimit's Partitioned follows too.
 type gcra struct {
 	word  *atomic.Int64 // the limiter's base.word: tat<<shift | uncounted grants
 	count *atomic.Int64 // the limiter's base.granted
@@ -57,7 +59,7 @@ type gcraConfig struct {
 }
 
 const (
-	tatLocked   = math.MinInt64
+	tatLocked   = cellrate.Locked
 	scaledLimit = int64(1) << 60 // bound on tol and on one request's cost
 	countBits   = 8              // the word's grant count, where there is room
 	// The word's tat stays below 4 * limit, so limit<<shift < 2^61.
@@ -162,15 +164,13 @@ func (c *gcraConfig) step(tat, nows, k int64) (next, retry int64, ok bool) {
 // small enough to inline into the lock-free fast path: it returns the new
 // state, or early > 0, the scaled units by which the request is too soon.
 func (c *gcraConfig) decide(tat, nows, k int64) (next, early int64) {
-	from := max(tat, nows)
-	early = from + max(k, 1)*c.d - nows - c.tol
+	tol := c.tol
 	if c.pacer {
-		early = tat - nows
+		// The pacer grants once its slot has come (early = tat-nows),
+		// whatever the request's size.
+		tol = max(k, 1) * c.d
 	}
-	if k == 0 || early > 0 {
-		return tat, early
-	}
-	return from + k*c.d, early
+	return cellrate.Decide(tat, nows, k, c.d, tol)
 }
 
 // ns converts a span of scaled units to whole nanoseconds, rounding up. Most
@@ -247,12 +247,7 @@ func (g *gcra) unhold() {
 // base.mu, so no other goroutine holds the sentinel, and Stats (which takes
 // base.mu too) never sees a grant in neither place.
 func (g *gcra) lockTat() (tat, word int64) {
-	for {
-		word = g.word.Load()
-		if g.word.CompareAndSwap(word, tatLocked) {
-			break
-		}
-	}
+	word = cellrate.Lock(g.word)
 	c := g.cfg.Load()
 	if n := word & c.mask; n != 0 {
 		g.count.Add(n)
@@ -299,17 +294,12 @@ func (g *gcra) reconfigure(now int64, nc *gcraConfig) {
 	if !ok || newTat > nc.limit {
 		newTat = nc.limit
 	}
-	if newTat<<nc.shift == word {
+	if newTat<<nc.shift == word && (newTat == 0 || c.n != nc.n || c.d != nc.d || c.base != now || c.shift != nc.shift) {
 		// Never restore the value a stale compare-and-swap (computed with c)
-		// expects, without changing the state it stands for:
-		switch {
-		case newTat == 0:
-			newTat = -1 // no debt either way: any tat <= now reads as a full bucket
-		case c.n != nc.n || c.d != nc.d || c.base != now || c.shift != nc.shift:
-			newTat++ // a different state: err by one unit on the safe side
-		}
-		// Otherwise the units and origin are unchanged, and a stale
-		// compare-and-swap lands as if it ran before the change.
+		// expects for a different state. (With the units and origin
+		// unchanged, a stale compare-and-swap lands as if it ran before the
+		// change.)
+		newTat = cellrate.Fresh(newTat)
 	}
 	nc.base = now
 	if nc.n != c.n || nc.d != c.d {

@@ -64,7 +64,8 @@ var (
 //
 // The members are this package's TokenBucket, FixedWindow and SlidingLog
 // limiters and the For results of their keyed forms, on one client; a
-// Chain given to Chain adds its members. Semaphores (Concurrency) and
+// Chain given to Chain adds its members; a chain has at most 16.
+// Semaphores (Concurrency, and keyed Concurrency's For results) and
 // Partitioned limiters cannot be members: chain them with limiter.Chain.
 // On Redis Cluster (and Ring) every member's keys must hash to one slot:
 // give them one hash tag (see the package doc, Keys and Redis Cluster),
@@ -133,7 +134,7 @@ func memberHandle(i int, l limiter.Limiter) (*handle, error) {
 	case nil:
 		return nil, fmt.Errorf("redislimit.Chain: member %d is nil", i)
 	}
-	if h == nil || h.e.alg.mod == "" {
+	if h == nil || h.e.alg.mod == nil {
 		return nil, fmt.Errorf("redislimit.Chain: member %d is a %T; members are this package's TokenBucket, FixedWindow and SlidingLog limiters and their keyed forms' For results (chain a semaphore or a Partitioned with limiter.Chain)", i, l)
 	}
 	return h, nil
@@ -142,6 +143,9 @@ func memberHandle(i int, l limiter.Limiter) (*handle, error) {
 // check checks that the members share one client and, on a sharded client,
 // one hash tag, and that no limit is a member twice.
 func (c *chainLimiter) check() error {
+	if len(c.hs) > maxChainMembers {
+		return fmt.Errorf("redislimit.Chain: %d members; a chain has at most %d (its script keeps every member's state in Lua locals, at most 200 in one function)", len(c.hs), maxChainMembers)
+	}
 	first := c.hs[0]
 	_, single := first.e.o.Client.(*redis.Client)
 	seen := map[string]int{}
@@ -171,15 +175,14 @@ func keyTag(k string) string {
 
 // build sets the chain's script arguments, keys, round trip and policy.
 func (c *chainLimiter) build() {
-	c.args = append(c.args, len(c.hs))
 	c.rc = c.hs[0].e.rc
-	var mods []string
+	var ms []member
 	c.policy = FailOpen
 	var id strings.Builder
 	for i, h := range c.hs {
 		a := h.e.alg
-		c.args = append(append(c.args, a.mod, len(a.args)), a.args...)
-		mods = append(mods, a.mod)
+		c.args = append(c.args, a.args...)
+		ms = append(ms, member{a.mod, a.guard})
 		c.keys = append(c.keys, h.keys...)
 		c.max = min(c.max, a.max)
 		c.rc.timeout = min(c.rc.timeout, h.e.rc.timeout)
@@ -197,7 +200,7 @@ func (c *chainLimiter) build() {
 		id.WriteByte(0)
 	}
 	c.id = id.String()
-	c.script = chainScript(mods)
+	c.script = chainScript(ms)
 }
 
 // call runs one chain script call for batch and stores every request's
@@ -211,7 +214,7 @@ func (c *chainLimiter) call(ctx context.Context, batch []*request) {
 	v, err := c.rc.run(ctx, c.script, nil, c.keys, args...)
 	var vals []int64
 	if err == nil {
-		vals, err = ints(v, 1+2*len(batch)+2*len(c.hs))
+		vals, err = ints(nil, v, 1+2*len(batch)+2*len(c.hs))
 	}
 	if err != nil {
 		for _, r := range batch {

@@ -122,13 +122,21 @@ func TestChainErrors(t *testing.T) {
 	tb, _ := NewTokenBucket(Options{Client: c, Key: "a"}, tbo)
 	tb2, _ := NewTokenBucket(Options{Client: c2, Key: "b"}, tbo)
 	cc, _ := NewConcurrency(Options{Client: c, Key: "c"}, limiter.ConcurrencyOptions{Limit: 1})
+	kcc, _ := NewKeyedConcurrency(Options{Client: c, Key: "kc"}, limiter.ConcurrencyOptions{Limit: 1})
 	local, _ := limiter.NewTokenBucket(tbo)
+	var many []limiter.Limiter
+	for i := range maxChainMembers + 1 {
+		l, _ := NewTokenBucket(Options{Client: c, Key: fmt.Sprint("m", i)}, tbo)
+		many = append(many, l)
+	}
 	for _, tc := range []struct {
 		ls   []limiter.Limiter
 		want string
 	}{
 		{nil, "no members"},
 		{[]limiter.Limiter{tb, cc}, "member 1 is a *redislimit.Concurrency"},
+		{[]limiter.Limiter{tb, kcc.For("x")}, "member 1 is a *redislimit.keyLimiter"},
+		{many, "17 members; a chain has at most 16"},
 		{[]limiter.Limiter{tb, local}, "member 1 is a *limiter.TokenBucket"},
 		{[]limiter.Limiter{tb, tb2}, "another client"},
 		{[]limiter.Limiter{tb, tb}, "members 0 and 1 are the same limit"},

@@ -12,6 +12,18 @@ import (
 	"github.com/rategate/rategate/limiter"
 )
 
+// ccReply defines reply(first, decide), the reply of a semaphore script
+// deciding a batch of requests (see algorithm): {now, 0, 0, r1, …, rk},
+// where ri = decide(ARGV[first+i-1]), called on the requests in order; the
+// script then sets a and b.
+const ccReply = `
+local function reply(first, decide)
+  local out = {now, 0, 0}
+  for i = first, #ARGV do out[#out + 1] = decide(ARGV[i]) end
+  return out
+end
+`
+
 // ccScript grants semaphore permits. The holders are a sorted set (member
 // "lease-id:permits", score the lease's expiry in µs) beside a hash with the
 // permits held and the last decision's time. Expired leases are reclaimed
@@ -19,7 +31,7 @@ import (
 // lost reply) is not counted twice.
 //
 // ARGV: TTL (µs), LIMIT, GUARD, then each request's member.
-var ccScript = newScript(permitSet + `
+var ccScript = newScript(luaServer + permitSet + ccReply + `
 local TTL, LIMIT, GUARD = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1'
 local HOLD, ST = KEYS[1], KEYS[2]
 local st = redis.call('HMGET', ST, 'u', 't')
@@ -74,7 +86,7 @@ return {now, used, 0}
 // ccRenewScript extends the leases still held to now+TTL and answers, per
 // member, 1 if it was renewed and 0 if it had expired or was reclaimed.
 // ARGV: TTL (µs), then the members.
-var ccRenewScript = newScript(permitSet + `
+var ccRenewScript = newScript(permitSet + ccReply + `
 local TTL = tonumber(ARGV[1])
 local HOLD, ST = KEYS[1], KEYS[2]
 local last = tonumber(redis.call('HGET', ST, 't'))
@@ -167,7 +179,7 @@ func (l *ccLease) ReleasePermits(int) {
 	}
 	v, err := l.e.rc.run(context.Background(), ccReleaseScript, nil, l.h.keys, l.member)
 	if err == nil && l.e.onRelease != nil {
-		if vals, err := ints(v, 3); err == nil {
+		if vals, err := ints(nil, v, 3); err == nil {
 			l.e.onRelease(vals[0])
 		}
 	}
@@ -224,7 +236,7 @@ func (c *ccState) renewOne(e *engine, ls []*ccLease) {
 	if err != nil {
 		return
 	}
-	vals, err := ints(v, 3+len(ls))
+	vals, err := ints(nil, v, 3+len(ls))
 	if err != nil {
 		return
 	}
@@ -273,7 +285,7 @@ func newCCEngine(o Options, opts limiter.ConcurrencyOptions) (*engine, error) {
 			return algorithm{}, err
 		}
 		limit := int64(opts.Limit)
-		a := counting("cc", ccScript, ":hold", limit, int64(ttl/time.Microsecond), o.GuardRestarts)
+		a := counting("cc", nil, ccScript, ":hold", limit, int64(ttl/time.Microsecond), o.GuardRestarts)
 		// A lease's TTL is no window: the semaphore's Quota has neither a
 		// Window nor a Reset. (Its script refuses with -1 only: no known wait.)
 		a.quota = func(used, _ int64) limiter.Quota { return limiter.Quota{Limit: limit, Remaining: limit - used} }

@@ -25,10 +25,11 @@ type algorithm struct {
 	suffix string // the suffix of a limit's first Redis key
 	two    bool   // a limit has two Redis keys: the first without its suffix is the second
 	script *redis.Script
-	args   []any // the script's arguments before the requests'
+	args   []any // the script's arguments before the requests', as strings: formatted once
 	max    int64 // the most permits one request can be granted
 
-	mod   string                         // the Lua module of a rate algorithm (lua.go), for Chain; "" for the semaphore
+	mod   *luaModule                     // the Lua module of a rate algorithm (lua.go), for Chain; nil for the semaphore
+	guard bool                           // Options.GuardRestarts
 	quota func(a, b int64) limiter.Quota // reads a reply's a and b
 }
 
@@ -70,12 +71,10 @@ type engine struct {
 // in the next call, run by the first of them. The zero value is ready.
 type flights struct {
 	mu sync.Mutex
-	m  map[string]*flight // by the limit's name: a decision is on its way
+	// m holds, by the limit's name, while a script call for it is on its
+	// way, the requests that will go in the next one.
+	m map[string][]*request
 }
-
-// flight is a script call on its way for one limit and the requests that
-// will go in the next one.
-type flight struct{ pending []*request }
 
 // batcher runs one script call for a batch of requests of one limit and
 // stores every request's result.
@@ -89,6 +88,7 @@ type request struct {
 	arg  string
 	res  result
 	lead []*request
+	one  [1]*request // the batch of a request alone
 	done chan struct{}
 }
 
@@ -192,8 +192,8 @@ func (fs *flights) decide(ctx context.Context, id string, b batcher, arg string)
 	r := requestPool.Get().(*request)
 	r.arg = arg
 	fs.mu.Lock()
-	if f, busy := fs.m[id]; busy {
-		f.pending = append(f.pending, r)
+	if pending, busy := fs.m[id]; busy {
+		fs.m[id] = append(pending, r)
 		fs.mu.Unlock()
 		<-r.done
 		if batch := r.lead; batch != nil {
@@ -202,11 +202,12 @@ func (fs *flights) decide(ctx context.Context, id string, b batcher, arg string)
 		}
 	} else {
 		if fs.m == nil {
-			fs.m = make(map[string]*flight)
+			fs.m = make(map[string][]*request)
 		}
-		fs.m[id] = &flight{}
+		fs.m[id] = nil
 		fs.mu.Unlock()
-		fs.fly(ctx, id, b, []*request{r})
+		r.one[0] = r
+		fs.fly(ctx, id, b, r.one[:])
 	}
 	res := r.res
 	r.res = result{}
@@ -219,15 +220,14 @@ func (fs *flights) decide(ctx context.Context, id string, b batcher, arg string)
 func (fs *flights) fly(ctx context.Context, id string, b batcher, batch []*request) {
 	b.call(ctx, batch)
 	fs.mu.Lock()
-	f := fs.m[id]
-	next := f.pending
-	if len(next) > maxBatch {
-		f.pending = append([]*request(nil), next[maxBatch:]...)
+	next := fs.m[id]
+	switch {
+	case len(next) > maxBatch:
+		fs.m[id] = append([]*request(nil), next[maxBatch:]...)
 		next = next[:maxBatch:maxBatch]
-	} else {
-		f.pending = nil
-	}
-	if len(next) == 0 {
+	case len(next) > 0:
+		fs.m[id] = nil
+	default:
 		delete(fs.m, id)
 	}
 	fs.mu.Unlock()
@@ -258,7 +258,8 @@ func (e *engine) call(ctx context.Context, h *handle, batch []*request) {
 	v, err := e.rc.run(ctx, e.alg.script, e.late(h, batch), h.keys, args...)
 	var vals []int64
 	if err == nil {
-		vals, err = ints(v, 3+len(batch))
+		var buf [4]int64 // the reply to one request
+		vals, err = ints(buf[:], v, 3+len(batch))
 	}
 	if err != nil {
 		for _, r := range batch {
@@ -299,9 +300,10 @@ func (e *engine) late(h *handle, batch []*request) func(any, error) {
 	}
 }
 
-// ints reads a script's reply: an array of n integers.
-func ints(v any, n int) ([]int64, error) {
-	out, ok := intReply(v)
+// ints reads a script's reply, an array of n integers, into dst (a
+// caller's buffer, or nil).
+func ints(dst []int64, v any, n int) ([]int64, error) {
+	out, ok := intReply(dst[:0], v)
 	if !ok || len(out) != n {
 		return nil, unavailable(fmt.Errorf("redislimit: unexpected script reply %v", v))
 	}

@@ -350,6 +350,34 @@ func TestGuardRestarts(t *testing.T) {
 	if l := fw.TryAcquire(1); l.Granted() {
 		t.Fatal("a guarded window granted in the window the server started in")
 	}
+	// In a chain, each member guards as it does alone: one guarded member
+	// refuses; unguarded members grant.
+	guarded := func(guard bool) []limiter.Limiter {
+		o := func() Options { return Options{Client: c, Key: "{g}" + uniqueKey(t), GuardRestarts: guard} }
+		return []limiter.Limiter{
+			must[limiter.Limiter](NewTokenBucket(o(), limiter.TokenBucketOptions{Rate: limiter.Per(1, 10*time.Second), Burst: 1})),
+			must[limiter.Limiter](NewFixedWindow(o(), limiter.FixedWindowOptions{Limit: 1, Window: time.Hour})),
+			must[limiter.Limiter](NewSlidingLog(o(), limiter.SlidingLogOptions{Limit: 3, Window: 10 * time.Second})),
+		}
+	}
+	plain := guarded(false)
+	if ch, err := Chain(plain...); err != nil {
+		t.Fatal(err)
+	} else if l := ch.TryAcquire(1); !l.Granted() {
+		t.Fatalf("a chain of unguarded members refused: %v", l.Err())
+	}
+	for i, g := range guarded(true) {
+		ms := append(guarded(false), g)
+		ch, err := Chain(ms...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := ch.TryAcquire(1)
+		var cr *ChainRefusal
+		if l.Granted() || !errors.As(l.Err(), &cr) || cr.Index != 3 {
+			t.Fatalf("a chain with guarded member %d (%T): granted %v, %v; want a refusal by member 3", i, g, l.Granted(), l.Err())
+		}
+	}
 	cc, _ := NewConcurrency(Options{Client: c, Key: uniqueKey(t), GuardRestarts: true, LeaseTTL: 10 * time.Second},
 		limiter.ConcurrencyOptions{Limit: 1})
 	defer cc.Close()

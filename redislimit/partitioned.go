@@ -4,15 +4,16 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
+	"errors"
 	"math"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/rategate/rategate/internal/cellrate"
 	"github.com/rategate/rategate/internal/exact"
 	"github.com/rategate/rategate/internal/precise"
+	"github.com/rategate/rategate/internal/waitq"
 	"github.com/rategate/rategate/limiter"
 )
 
@@ -42,9 +43,10 @@ type PartitionedOptions struct {
 	// its partitions, as in package limiter: Limit caps the permits waiting
 	// (a zero-permit call counting one; beyond it, ErrQueueFull), Order
 	// serves them OldestFirst (the default) or NewestFirst (a full queue
-	// then fails its oldest waiters), and Spin sets how long before its
-	// instant the head waiter waits precisely. The queue is this process's:
-	// waiters in other processes wait in their own.
+	// then fails its oldest waiters), Spin sets how long before its instant
+	// the head waiter waits precisely, and PlainTimers has it wait on a Go
+	// timer alone. The queue is this process's: waiters in other processes
+	// wait in their own.
 	Queue limiter.QueueOptions
 }
 
@@ -99,9 +101,12 @@ const (
 // limiter.ErrExceedsLimit.
 type Partitioned struct {
 	// Hot: read and written by every grant.
-	tat      atomic.Int64 // scaled debt state of the held partitions' bucket
-	cfg      atomic.Pointer[pconf]
-	waiting  atomic.Int32 // Acquire calls waiting: TryAcquire does not jump them
+	tat atomic.Int64 // scaled debt state of the held partitions' bucket
+	cfg atomic.Pointer[pconf]
+	// q is this process's Acquire calls waiting, guarded by mu; its Idle
+	// and Waiting are read without the lock (TryAcquire does not jump it).
+	q        waitq.Queue
+	closed   atomic.Bool
 	granted  atomic.Int64
 	extra    atomic.Int64 // permits granted beyond one per lease
 	rejected atomic.Int64
@@ -125,12 +130,6 @@ type Partitioned struct {
 	mu      sync.Mutex
 	parts   []int // partitions in use, ascending
 	pending []pendingPart
-	queue   []*pwaiter    // the head first
-	queued  int64         // permits waiting
-	qcost   int64         // permits waiting, a zero-permit waiter counting one (against Queue.Limit)
-	changed chan struct{} // closed and replaced when the held capacity changes
-	closed  bool
-	closeCh chan struct{}
 
 	// The lease keeper goroutine's state, under mu.
 	running       bool
@@ -164,12 +163,6 @@ type pconf struct {
 type pendingPart struct {
 	idx       int
 	notBefore int64 // ns since origin
-}
-
-type pwaiter struct {
-	n    int
-	poke chan struct{} // one slot: look again (the waiter became the head, or was pushed out)
-	out  bool          // pushed out of a full NewestFirst queue; under mu
 }
 
 // NewPartitioned returns a Partitioned limiter that holds no partition yet,
@@ -218,21 +211,25 @@ func NewPartitioned(o Options, opts PartitionedOptions) (*Partitioned, error) {
 	rand.Read(id[:])
 	opts.LeaseTTL = ttl
 	p := &Partitioned{
-		origin:  time.Now(),
-		o:       o,
-		po:      opts,
-		key:     redisKey("pt", o.Key, "", false, ""),
-		rc:      newCaller(o.Client, min(o.timeout(), ttl/3)),
-		owner:   hex.EncodeToString(id[:]),
-		unit:    unit,
-		cost:    cost,
-		ttl:     ttl,
-		margin:  ttl/64 + 2*time.Millisecond,
-		changed: make(chan struct{}),
-		closeCh: make(chan struct{}),
-		kick:    make(chan struct{}, 1),
+		origin: time.Now(),
+		o:      o,
+		po:     opts,
+		key:    redisKey("pt", o.Key, "", false, ""),
+		rc:     newCaller(o.Client, min(o.timeout(), ttl/3)),
+		owner:  hex.EncodeToString(id[:]),
+		unit:   unit,
+		cost:   cost,
+		ttl:    ttl,
+		margin: ttl/64 + 2*time.Millisecond,
+		kick:   make(chan struct{}, 1),
 	}
 	p.cfg.Store(&pconf{})
+	p.q.Init(&p.mu, waitq.Options{
+		Limit:       int64(opts.Queue.Limit),
+		NewestFirst: opts.Queue.Order == limiter.NewestFirst,
+		Full:        limiter.ErrQueueFull,
+		Timer:       precise.Timer{Spin: opts.Queue.Spin, Plain: opts.Queue.PlainTimers},
+	})
 	return p, nil
 }
 
@@ -248,6 +245,9 @@ func partGCD(a, b int64) int64 {
 }
 
 func (p *Partitioned) now() int64 { return int64(time.Since(p.origin)) }
+
+// instant returns t in ns since origin.
+func (p *Partitioned) instant(t time.Time) int64 { return int64(t.Sub(p.origin)) }
 
 // partBurst is partition i's share of the burst.
 func (p *Partitioned) partBurst(i int) int64 {
@@ -269,33 +269,28 @@ const (
 	ptQueued // not take's: Acquire calls wait, and TryAcquire does not jump them
 )
 
-const partLocked = math.MinInt64
-
 // take tries to take k permits at now (ns since origin) from the held
-// partitions, without a lock.
+// partitions, without a lock: the lock-free decision of internal/cellrate,
+// with the held partitions' bucket as its configuration (scaled time runs
+// c.rate units a ns from c.base; a permit costs p.cost units).
 func (p *Partitioned) take(now, k int64) (status int, retry int64) {
 	for {
 		tat := p.tat.Load()
-		if tat == partLocked {
+		if tat == cellrate.Locked {
 			return ptSlow, 0
 		}
 		c := p.cfg.Load()
 		if now >= c.deadline {
 			return ptNoLease, 0
 		}
-		need := max(k, 1) * p.cost
-		if need > c.tol {
+		if max(k, 1)*p.cost > c.tol {
 			return ptShort, 0
 		}
-		nows := (now - c.base) * c.rate
-		from := max(tat, nows)
-		if over := from + need - nows - c.tol; over > 0 {
-			return ptLimited, exact.CeilDiv(over, c.rate)
+		next, early := cellrate.Decide(tat, (now-c.base)*c.rate, k, p.cost, c.tol)
+		if early > 0 {
+			return ptLimited, exact.CeilDiv(early, c.rate)
 		}
-		if k == 0 {
-			return ptOK, 0
-		}
-		if p.tat.CompareAndSwap(tat, from+k*p.cost) {
+		if next == tat || p.tat.CompareAndSwap(tat, next) {
 			return ptOK, 0
 		}
 	}
@@ -304,12 +299,7 @@ func (p *Partitioned) take(now, k int64) (status int, retry int64) {
 // lockDebt swaps the state for the locked sentinel and returns the bucket's
 // debt at now in scaled units, and the swapped value. The caller holds mu.
 func (p *Partitioned) lockDebt(now int64) (debt, old int64) {
-	for {
-		old = p.tat.Load()
-		if old != partLocked && p.tat.CompareAndSwap(old, partLocked) {
-			break
-		}
-	}
+	old = cellrate.Lock(&p.tat)
 	c := p.cfg.Load()
 	if c.rate == 0 || old <= 0 {
 		return 0, old
@@ -337,24 +327,11 @@ func (p *Partitioned) install(now, deadline, debt, old int64) {
 		debt = 0
 	}
 	if debt == old {
-		// Never the value a stale compare-and-swap expects: one unit more
-		// debt, or, for a full bucket, a state that reads as full too.
-		if debt <= 0 {
-			debt--
-		} else {
-			debt++
-		}
+		debt = cellrate.Fresh(debt) // never the value a stale compare-and-swap expects
 	}
 	p.cfg.Store(c)
 	p.tat.Store(debt)
-	p.signal()
-}
-
-// signal wakes the head waiter, which waits on p.changed, to look again:
-// at the held partitions, at Close, at a failed sync. The caller holds mu.
-func (p *Partitioned) signal() {
-	close(p.changed)
-	p.changed = make(chan struct{})
+	p.serve(time.Now())
 }
 
 // TryAcquire takes n permits if the partitions this process holds have
@@ -368,7 +345,7 @@ func (p *Partitioned) TryAcquire(n int) limiter.Lease {
 		p.rejected.Add(1)
 		return limiter.Denied(limiter.ErrInvalidCount, 0)
 	}
-	for p.waiting.Load() == 0 {
+	for p.q.Idle() {
 		st, retry := p.take(p.now(), int64(n))
 		switch st {
 		case ptOK:
@@ -399,12 +376,14 @@ func (p *Partitioned) tryRefuse(n, st int) limiter.Lease {
 	switch {
 	case n > p.po.Burst:
 		err = limiter.ErrExceedsLimit
-	case p.isClosed():
+	case p.closed.Load():
 		err = ErrClosed
-	case st == ptQueued || p.waiting.Load() > 0:
+	case st == ptQueued || p.q.Waiting():
 		err = limiter.ErrLimited
 	default:
-		p.hunger()
+		if p.hungry() {
+			p.wake()
+		}
 		if st == ptNoLease {
 			if l, ok := p.onError(n); ok {
 				return l
@@ -444,15 +423,6 @@ func (p *Partitioned) onError(n int) (limiter.Lease, bool) {
 	return l, true
 }
 
-func (p *Partitioned) isClosed() bool {
-	select {
-	case <-p.closeCh:
-		return true
-	default:
-		return false
-	}
-}
-
 // Acquire waits until n permits are granted from this process's partitions,
 // ctx is done, or the limiter is closed; see limiter.Limiter. Waiters are
 // served in PartitionedOptions.Queue's order (first in, first out by
@@ -460,8 +430,10 @@ func (p *Partitioned) isClosed() bool {
 // lease keeper to take more; when Redis cannot be reached and no lease is
 // left, Options.OnError decides for every waiter within one Timeout of the
 // failed lease call (FailClosed fails them with an error wrapping
-// ErrUnavailable; FailOpen and UseFallback serve them). When the wait would
-// outlast ctx's deadline, it fails at once with context.DeadlineExceeded.
+// ErrUnavailable; FailOpen and UseFallback serve them). When the wait it
+// knows of (its own, or in a first-in-first-out queue the head's) would
+// outlast ctx's deadline, it fails at once with an error wrapping
+// context.DeadlineExceeded, whose RetryAfter is that wait.
 func (p *Partitioned) Acquire(ctx context.Context, n int) (limiter.Lease, error) {
 	if ctx == nil {
 		panic("redislimit: nil Context")
@@ -478,210 +450,100 @@ func (p *Partitioned) Acquire(ctx context.Context, n int) (limiter.Lease, error)
 		p.rejected.Add(1)
 		return limiter.Denied(err, 0), err
 	}
-	// Served at once when nobody waits, or when it would head a NewestFirst
-	// queue.
-	if p.waiting.Load() == 0 || p.po.Queue.Order == limiter.NewestFirst {
+	// Served at once, without the lock, when nobody waits.
+	if p.q.Idle() {
 		if st, _ := p.take(p.now(), int64(n)); st == ptOK {
 			p.counted(n)
 			return limiter.NewLease(n, nil), nil
 		}
 	}
-	l, err := p.wait(ctx, n)
-	if err != nil {
+	p.mu.Lock()
+	t := time.Now()
+	now := p.instant(t)
+	w, granted, retry, err := p.q.Take(ctx, t, int64(n), func(k int64) (bool, time.Duration) {
+		ok, retry, _ := p.decide(now, k)
+		return ok, retry
+	})
+	p.mu.Unlock()
+	switch {
+	case granted:
+		p.counted(n)
+		return limiter.NewLease(n, nil), nil
+	case err != nil:
+		p.rejected.Add(1)
+		return limiter.Denied(err, retry), err
+	}
+	switch err := p.q.Wait(ctx, w, p.serve); {
+	case err == nil:
+		return limiter.NewLease(n, nil), nil // counted by serve
+	case errors.Is(err, ErrUnavailable): // see serve
+		return p.onErrorWait(ctx, n, err)
+	default:
+		p.rejected.Add(1)
+		return limiter.Denied(err, w.RetryAfter()), err
+	}
+}
+
+// decide is take for the queue: granted, or the wait until k permits could
+// be (-1: unknown, until the held partitions change), and take's outcome.
+// Refused for want of partitions, it has the lease keeper sync soon. The
+// caller holds mu.
+func (p *Partitioned) decide(now, k int64) (bool, time.Duration, int) {
+	st, retry := p.take(now, k)
+	switch st {
+	case ptOK:
+		return true, 0, st
+	case ptLimited:
+		return false, time.Duration(retry), st
+	case ptSlow:
+		return false, 0, st // cannot be: every change of the state holds mu
+	}
+	if p.hungry() {
+		p.wakeLocked()
+	}
+	return false, -1, st
+}
+
+// serve grants the waiters in order while the held partitions allow, at t
+// (see waitq.Queue.Serve), and counts the grants. When the head cannot be
+// served because this process holds no usable partition and Redis cannot
+// be reached, it fails the head with the failed sync's error, which wraps
+// ErrUnavailable: its Acquire then lets Options.OnError decide, without
+// the lock, and the next head is served (and fails) in turn. It runs whenever the held partitions change, at a
+// failed sync, and in the head waiter's own wait. The caller holds mu.
+func (p *Partitioned) serve(t time.Time) {
+	now := p.instant(t)
+	st := ptOK
+	p.q.Serve(t, func(w *waitq.Waiter) (bool, time.Duration) {
+		ok, retry, s := p.decide(now, w.N())
+		if ok {
+			p.counted(int(w.N()))
+		}
+		st = s
+		return ok, retry
+	})
+	if h := p.q.Head(); h != nil && st == ptNoLease {
+		if e := p.unavail.Load(); e != nil {
+			p.q.Fail(h, *e)
+		}
+	}
+}
+
+// onErrorWait applies Options.OnError to an Acquire that serve failed
+// with cause, a failed sync's error, and counts it.
+func (p *Partitioned) onErrorWait(ctx context.Context, n int, cause error) (limiter.Lease, error) {
+	l, err := p.o.policyAcquire(ctx, n, cause)
+	if l.Granted() {
+		p.granted.Add(1)
+	} else {
 		p.rejected.Add(1)
 	}
 	return l, err
 }
 
-// wait queues an Acquire and serves it when it reaches the head.
-func (p *Partitioned) wait(ctx context.Context, n int) (limiter.Lease, error) {
-	w, err := p.enqueue(n)
-	if err != nil {
-		return limiter.Denied(err, 0), err
-	}
-	h := headWait{p: p, w: w, n: n, pt: precise.Timer{Spin: p.po.Queue.Spin}}
-	defer func() {
-		h.pt.Stop()
-		p.leave(w)
-	}()
-	for {
-		select {
-		case <-w.poke:
-		case <-ctx.Done():
-			return limiter.Denied(ctx.Err(), 0), ctx.Err()
-		case <-p.closeCh:
-			return limiter.Denied(ErrClosed, 0), ErrClosed
-		}
-		for {
-			l, done, head, err := h.step(ctx)
-			if done {
-				return l, err
-			}
-			if !head {
-				break // a newer waiter heads a NewestFirst queue: wait for the turn again
-			}
-		}
-	}
-}
-
-// enqueue queues a waiter of n permits in Queue.Order, making room under
-// Queue.Limit, or returns an error wrapping ErrQueueFull (or ErrClosed).
-func (p *Partitioned) enqueue(n int) (*pwaiter, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return nil, ErrClosed
-	}
-	if err := p.makeRoom(n); err != nil {
-		return nil, err
-	}
-	w := &pwaiter{n: n, poke: make(chan struct{}, 1)}
-	if p.po.Queue.Order == limiter.NewestFirst && len(p.queue) > 0 {
-		p.queue = slices.Insert(p.queue, 0, w)
-		p.signal() // the former head, waiting on changed, steps back
-	} else {
-		p.queue = append(p.queue, w)
-	}
-	p.queued += int64(n)
-	p.qcost += int64(max(n, 1))
-	p.waiting.Store(int32(len(p.queue)))
-	if p.queue[0] == w {
-		w.poke <- struct{}{}
-	}
-	return w, nil
-}
-
-// makeRoom makes room under Queue.Limit for a waiter of n permits (a
-// zero-permit waiter counting one): OldestFirst refuses the newcomer,
-// NewestFirst pushes out the oldest waiters until it fits. The caller
-// holds mu.
-func (p *Partitioned) makeRoom(n int) error {
-	lim := int64(p.po.Queue.Limit)
-	if lim == 0 {
-		return nil
-	}
-	if int64(n) > lim {
-		return fmt.Errorf("%w: %d permits asked, queue holds at most %d", limiter.ErrQueueFull, n, lim)
-	}
-	cost := int64(max(n, 1))
-	for p.qcost+cost > lim {
-		if p.po.Queue.Order == limiter.OldestFirst {
-			return limiter.ErrQueueFull
-		}
-		old := p.queue[len(p.queue)-1]
-		old.out = true
-		p.remove(len(p.queue) - 1)
-		select {
-		case old.poke <- struct{}{}:
-		default:
-		}
-		p.signal() // in case it headed the queue
-	}
-	return nil
-}
-
-// remove removes the i-th waiter and pokes the new head if it was the
-// head. The caller holds mu.
-func (p *Partitioned) remove(i int) {
-	w := p.queue[i]
-	p.queue = slices.Delete(p.queue, i, i+1)
-	p.queued -= int64(w.n)
-	p.qcost -= int64(max(w.n, 1))
-	p.waiting.Store(int32(len(p.queue)))
-	if i == 0 && len(p.queue) > 0 {
-		select {
-		case p.queue[0].poke <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// headWait is the waiter at the head of the queue.
-type headWait struct {
-	p  *Partitioned
-	w  *pwaiter
-	n  int
-	pt precise.Timer // waits end at the instant, as limiter's queues' do
-}
-
-// step tries once to take the permits and, if it cannot, waits for the
-// time they come, for a change of the held partitions, or for the end.
-// head is false when the waiter no longer heads the queue (a newer one does,
-// in a NewestFirst queue); done when it has its answer.
-func (h *headWait) step(ctx context.Context) (l limiter.Lease, done, head bool, err error) {
-	p, n := h.p, h.n
-	p.mu.Lock()
-	changed := p.changed
-	out := h.w.out
-	head = len(p.queue) > 0 && p.queue[0] == h.w
-	p.mu.Unlock()
-	switch {
-	case p.isClosed():
-		return limiter.Denied(ErrClosed, 0), true, head, ErrClosed
-	case out:
-		return limiter.Denied(limiter.ErrQueueFull, 0), true, false, limiter.ErrQueueFull
-	case !head:
-		return limiter.Lease{}, false, false, nil
-	}
-	now := p.now()
-	st, retry := p.take(now, int64(n))
-	var at time.Time // zero: wait for a change of the held partitions
-	switch st {
-	case ptOK:
-		p.counted(n)
-		return limiter.NewLease(n, nil), true, true, nil
-	case ptSlow:
-		return limiter.Lease{}, false, true, nil
-	case ptLimited:
-		if d, ok := ctx.Deadline(); ok && p.origin.Add(time.Duration(now+retry)).After(d) {
-			return limiter.Denied(context.DeadlineExceeded, time.Duration(retry)), true, true,
-				fmt.Errorf("redislimit: %d permits come after the deadline: %w", n, context.DeadlineExceeded)
-		}
-		at = p.origin.Add(time.Duration(now + retry))
-	default:
-		p.hunger()
-		if st == ptNoLease {
-			if l, handled := p.onErrorWait(ctx, n); handled {
-				return l, true, true, l.Err()
-			}
-		}
-	}
-	if h.pt.Until(ctx, changed, at, 0) == precise.Done {
-		return limiter.Denied(ctx.Err(), 0), true, true, ctx.Err()
-	}
-	return limiter.Lease{}, false, true, nil
-}
-
-// onErrorWait is onError for Acquire (which counts the refusals).
-func (p *Partitioned) onErrorWait(ctx context.Context, n int) (limiter.Lease, bool) {
-	e := p.unavail.Load()
-	if e == nil {
-		return limiter.Lease{}, false
-	}
-	l, _ := p.o.policyAcquire(ctx, n, *e)
-	if l.Granted() {
-		p.granted.Add(1)
-	}
-	return l, true
-}
-
-// leave removes w from the queue, if it is still there, and hands the head
-// to the next waiter.
-func (p *Partitioned) leave(w *pwaiter) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if i := slices.Index(p.queue, w); i >= 0 {
-		p.remove(i)
-	}
-}
-
-// hunger records that a caller was refused for want of partitions and
-// makes sure the lease keeper runs and syncs soon.
-func (p *Partitioned) hunger() {
-	if p.demand.Add(1) == 1 || !p.keeperRunning.Load() {
-		p.wake()
-	}
-}
+// hungry records that a caller was refused for want of partitions, and
+// reports whether the lease keeper must be woken to sync soon.
+func (p *Partitioned) hungry() bool { return p.demand.Add(1) == 1 || !p.keeperRunning.Load() }
 
 // Partitions returns how many partitions this process holds and uses now
 // (leased partitions waiting out a quarantine after a Redis restart are not
@@ -702,7 +564,7 @@ func (p *Partitioned) LeaseCalls() int64 { return p.calls.Load() }
 func (p *Partitioned) available(now int64) (avail, debt int64, c *pconf) {
 	c = p.cfg.Load()
 	tat := p.tat.Load()
-	if now >= c.deadline || tat == partLocked {
+	if now >= c.deadline || tat == cellrate.Locked {
 		return 0, 0, c
 	}
 	debt = max(tat-(now-c.base)*c.rate, 0)
@@ -714,7 +576,7 @@ func (p *Partitioned) available(now int64) (avail, debt int64, c *pconf) {
 func (p *Partitioned) Stats() limiter.Stats {
 	avail, _, _ := p.available(p.now())
 	p.mu.Lock()
-	s := limiter.Stats{Available: avail, Queued: p.queued, Waiters: len(p.queue)}
+	s := limiter.Stats{Available: avail, Queued: p.q.Queued(), Waiters: p.q.Len()}
 	p.mu.Unlock()
 	s.Granted = p.granted.Load()
 	s.Rejected = p.rejected.Load()
@@ -734,7 +596,7 @@ func (p *Partitioned) Quota() limiter.Quota {
 		q.Window = time.Duration(math.MaxInt64)
 	}
 	avail, debt, c := p.available(p.now())
-	if p.waiting.Load() == 0 {
+	if !p.q.Waiting() {
 		q.Remaining = avail
 	}
 	if c.rate > 0 {
@@ -749,13 +611,12 @@ func (p *Partitioned) Quota() limiter.Quota {
 // returns nil, also when called again.
 func (p *Partitioned) Close() error {
 	p.mu.Lock()
-	if p.closed {
+	if p.closed.Load() {
 		p.mu.Unlock()
 		return nil
 	}
-	p.closed = true
-	close(p.closeCh)
-	p.signal() // the head waiter waits on changed alone, and sees closeCh
+	p.closed.Store(true)
+	p.q.Close(ErrClosed)
 	done := p.done
 	running := p.running
 	p.mu.Unlock()

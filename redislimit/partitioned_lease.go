@@ -14,7 +14,12 @@ import (
 func (p *Partitioned) wake() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	p.wakeLocked()
+}
+
+// wakeLocked is wake for a caller that holds mu.
+func (p *Partitioned) wakeLocked() {
+	if p.closed.Load() {
 		return
 	}
 	if !p.running {
@@ -44,7 +49,7 @@ func (p *Partitioned) keep(done chan struct{}) {
 		case <-p.kick:
 			// Not more often than minGap while refused, so that a process
 			// no partition can be found for does not hammer Redis.
-			if gap := time.Duration(p.now()-p.lastSync) - minGap; gap < 0 && !p.isClosed() {
+			if gap := time.Duration(p.now()-p.lastSync) - minGap; gap < 0 && !p.closed.Load() {
 				timer.Reset(-gap)
 				continue
 			}
@@ -89,9 +94,10 @@ func (p *Partitioned) sync() (time.Duration, bool) {
 	p.lastSync = sendAt
 	if err != nil {
 		p.unavail.Store(&err) // it wraps ErrUnavailable (a failed round trip, or a malformed reply)
-		// A head waiter that finds no usable lease waits on changed; with
-		// Redis out of reach, Options.OnError must now decide for it.
-		p.signal()
+		// A head waiter that finds no usable lease waits for the held
+		// partitions to change; with Redis out of reach, Options.OnError
+		// must now decide for it.
+		p.serve(time.Now())
 		if closing {
 			return 0, false // the leases lapse in Redis after their TTL
 		}
@@ -115,11 +121,11 @@ func (p *Partitioned) prepare() (syncRequest, bool) {
 	now := p.now()
 	p.activate(now)
 	var req syncRequest
-	hungry := p.demand.Swap(0) > 0 || len(p.queue) > 0
+	hungry := p.demand.Swap(0) > 0 || p.q.Len() > 0
 	used := p.permits() - p.lastPermits
 	p.lastPermits += used
 	elapsed := now - p.lastSync
-	closing := p.closed
+	closing := p.closed.Load()
 	var give int
 	switch {
 	case closing:
@@ -213,7 +219,7 @@ func (p *Partitioned) activate(now int64) {
 func (p *Partitioned) stopIfIdle() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.closed && (p.demand.Load() > 0 || len(p.queue) > 0 || len(p.parts) > 0 || len(p.pending) > 0) {
+	if !p.closed.Load() && (p.demand.Load() > 0 || p.q.Len() > 0 || len(p.parts) > 0 || len(p.pending) > 0) {
 		return false
 	}
 	p.running = false
@@ -269,7 +275,7 @@ func parseSyncReply(reply any) (syncReply, error) {
 	bad := func() (syncReply, error) {
 		return syncReply{}, unavailable(fmt.Errorf("redislimit: malformed partition sync reply %v", reply))
 	}
-	v, ok := intReply(reply)
+	v, ok := intReply(nil, reply)
 	if !ok || len(v) < 7 {
 		return bad()
 	}

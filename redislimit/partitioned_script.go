@@ -224,4 +224,4 @@ for _, v in ipairs(got) do res[#res + 1] = v end
 return res
 `
 
-var partitionScript = newScript(partitionSync)
+var partitionScript = newScript(luaServer + partitionSync)

@@ -293,6 +293,39 @@ func TestPartitionedAcquireQueue(t *testing.T) {
 	})
 }
 
+// A newcomer behind a head whose wait is known to outlast the newcomer's
+// deadline fails at once, as in package limiter's queues, rather than
+// wait until its deadline for nothing; one with time enough waits its turn.
+func TestPartitionedQueueDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := holding(t, unitOpts, []int{0}, 10) // empty: one permit per 40 ms
+		done := make(chan error, 1)
+		go func() {
+			_, err := p.Acquire(t.Context(), 5) // 200 ms away
+			done <- err
+		}()
+		synctest.Wait()
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		l, err := p.Acquire(ctx, 1)
+		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != 0 {
+			t.Errorf("behind a head served in 200ms, with 100ms: %v after %v; want DeadlineExceeded at once", err, time.Since(start))
+		}
+		if l.RetryAfter() != 200*time.Millisecond {
+			t.Errorf("its RetryAfter %v, want the head's 200ms", l.RetryAfter())
+		}
+		ctx2, cancel2 := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		defer cancel2()
+		if _, err := p.Acquire(ctx2, 1); err != nil || time.Since(start) != 240*time.Millisecond {
+			t.Errorf("behind that head with 300ms: %v after %v; want a grant at 240ms", err, time.Since(start))
+		}
+		if err := <-done; err != nil {
+			t.Errorf("the head: %v", err)
+		}
+	})
+}
+
 // Close ends the wait of the head of the queue at once, not when the permits
 // it waits for would have come.
 func TestPartitionedCloseEndsHeadWait(t *testing.T) {

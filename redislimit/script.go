@@ -11,25 +11,30 @@ import (
 	"github.com/rategate/rategate/limiter"
 )
 
-// luaPrelude starts every script and defines helpers. Scripts read TIME
-// before they write, which needs effects replication: the default since
-// Redis 5, the oldest version this package supports. now is Redis's clock in microseconds: below 2^53 until the year
-// 2255. server() returns the server's run_id ('-' when INFO is not
+// luaPrelude starts every script. Scripts read TIME before they write,
+// which needs effects replication: the default since Redis 5, the oldest
+// version this package supports. now is Redis's clock in microseconds:
+// below 2^53 until the year 2255. keepms(us) is the expiry, in
+// milliseconds, of a key whose state matters for us more microseconds:
+// rounded down, and 2 ms to spare.
+const luaPrelude = `
+local tm = redis.call('TIME')
+local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+local function keepms(us) return math.floor(us / 1000) + 2 end
+`
+
+// luaServer defines, for the scripts that guard against restarts, server()
+// and started(). server() returns the server's run_id ('-' when INFO is not
 // available in scripts) and the latest instant at which it can have
 // started, or nil when it cannot be known. Redis counts its uptime in
 // whole seconds of its clock (uptime_in_seconds is the difference of the
 // whole seconds of now and of the start), so a start in whole second
 // floor(now) - up is all it says: the start is taken at the end of that
 // second (never after now), up to a second after the true start, never
-// before it. started() is server()'s start. keepms(us) is the expiry, in
-// milliseconds, of a key whose state matters for us more microseconds:
-// rounded down, and 2 ms to spare. reply(first, decide) is the reply of a
-// script deciding a batch of requests (see algorithm): {now, 0, 0, r1, …,
-// rk}, where ri = decide(ARGV[first+i-1]), called on the requests in order;
-// the script then sets a and b.
-const luaPrelude = `
-local tm = redis.call('TIME')
-local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+// before it. started() is server()'s start. (A script defines its
+// functions anew at every call: a script that does not guard leaves them
+// out.)
+const luaServer = `
 local function server()
   local ok, info = pcall(redis.call, 'INFO', 'server')
   if not ok or type(info) ~= 'string' then return '-', nil end
@@ -41,12 +46,6 @@ end
 local function started()
   local _, s = server()
   return s
-end
-local function keepms(us) return math.floor(us / 1000) + 2 end
-local function reply(first, decide)
-  local out = {now, 0, 0}
-  for i = first, #ARGV do out[#out + 1] = decide(ARGV[i]) end
-  return out
 end
 `
 
@@ -116,18 +115,20 @@ func unavailable(err error) error {
 	return &unavailableError{cause: err}
 }
 
-// intReply reads a script's reply as an array of integers; ok is false for
-// any other reply.
-func intReply(v any) (out []int64, ok bool) {
+// intReply reads a script's reply as an array of integers, appended to
+// dst; ok is false for any other reply.
+func intReply(dst []int64, v any) (out []int64, ok bool) {
 	a, ok := v.([]any)
 	if !ok {
 		return nil, false
 	}
-	out = make([]int64, len(a))
-	for i, x := range a {
-		if out[i], ok = x.(int64); !ok {
+	out = dst
+	for _, x := range a {
+		n, ok := x.(int64)
+		if !ok {
 			return nil, false
 		}
+		out = append(out, n)
 	}
 	return out, true
 }
@@ -163,7 +164,10 @@ func newCaller(c redis.UniversalClient, timeout time.Duration) caller {
 // failed, late is called too, as the call may have committed before it
 // failed.
 func (c *caller) run(parent context.Context, s *redis.Script, late func(any, error), keys []string, args ...any) (any, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), c.timeout)
+	if parent != context.Background() {
+		parent = context.WithoutCancel(parent)
+	}
+	ctx, cancel := context.WithTimeout(parent, c.timeout)
 	if c.inline {
 		v, err := s.Run(ctx, c.c, keys, args...).Result()
 		cancel()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"runtime"
 	"strings"
@@ -40,6 +41,12 @@ type failureMode struct {
 // client that honours context deadlines and with a default one, and under
 // FailClosed it is refused with an error wrapping ErrUnavailable and the
 // cause. Each mode's cases run at once, against one address.
+//
+// On this shared machine a timer can fire, or its goroutine run, tens of
+// milliseconds late now and then; so a mode whose decisions were late is
+// tried again, up to 3 times, and fails when every attempt had a late one.
+// A decision that is not bounded (the bug was 1.7 s for every one) is late
+// in every attempt.
 func TestTimeoutBound(t *testing.T) {
 	modes := []failureMode{
 		{name: "refused", setup: func(t *testing.T) (string, func(*testing.T, []redis.UniversalClient)) {
@@ -83,7 +90,17 @@ func TestTimeoutBound(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
-			timeoutCases(t, m)
+			for attempt := 1; ; attempt++ {
+				late := timeoutCases(t, m)
+				if len(late) == 0 {
+					return
+				}
+				if attempt == 3 {
+					t.Errorf("late in each of %d attempts; the last: %s", attempt, strings.Join(late, "; "))
+					return
+				}
+				t.Logf("attempt %d: %s; again", attempt, strings.Join(late, "; "))
+			}
 		})
 	}
 }
@@ -105,7 +122,10 @@ func (c timeoutCase) bound() time.Duration {
 	return c.timeout
 }
 
-func timeoutCases(t *testing.T, m failureMode) {
+// timeoutCases runs the cases of mode m once, reporting a decision that was
+// not refused with ErrUnavailable and its cause, and returns the decisions
+// that took longer than their bound.
+func timeoutCases(t *testing.T, m failureMode) (late []string) {
 	addr, provoke := m.setup(t)
 	var cases []*timeoutCase
 	var clients []redis.UniversalClient
@@ -142,8 +162,8 @@ func timeoutCases(t *testing.T, m failureMode) {
 	for _, c := range cases {
 		t.Logf("Timeout %v, %s client: %v, %v", c.timeout, c.client, c.took.Round(time.Millisecond), c.err)
 		if c.took > c.bound()+timeoutSlack {
-			t.Errorf("Timeout %v, %s client: the decision took %v, over %v + %v",
-				c.timeout, c.client, c.took, c.bound(), timeoutSlack)
+			late = append(late, fmt.Sprintf("Timeout %v, %s client: the decision took %v, over %v + %v",
+				c.timeout, c.client, c.took, c.bound(), timeoutSlack))
 		}
 		if c.grantErr {
 			t.Errorf("Timeout %v, %s client: FailClosed answered %v, want an error wrapping ErrUnavailable",
@@ -152,6 +172,7 @@ func timeoutCases(t *testing.T, m failureMode) {
 		}
 		checkCause(t, m.name, c.err)
 	}
+	return late
 }
 
 // timeoutClient returns a client of addr of the given kind, with the

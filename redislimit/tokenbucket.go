@@ -1,6 +1,7 @@
 package redislimit
 
 import (
+	"fmt"
 	"math/big"
 	"time"
 
@@ -48,10 +49,19 @@ func tokenBucket(opts limiter.TokenBucketOptions, guard bool) (algorithm, error)
 	a := &tbAlg{n: num.Int64(), d: den.Int64(), tol: tol.Int64(), burst: int64(opts.Burst)}
 	a.maxel = (a.tol + a.n - 1) / a.n
 	return algorithm{
-		kind: "tb", mod: "tb", script: tbScript,
-		args: []any{a.d, a.n, a.tol, a.maxel, boolArg(guard)}, max: a.burst,
+		kind: "tb", mod: tbModule, guard: guard, script: tbModule.script(guard),
+		args: tbArgs(a, guard), max: a.burst,
 		quota: a.quota,
 	}, nil
+}
+
+// tbArgs returns the token bucket's script parameters: MAXEL only for
+// the restart guard.
+func tbArgs(a *tbAlg, guard bool) []any {
+	if guard {
+		return stringArgs(a.d, a.n, a.tol, a.maxel)
+	}
+	return stringArgs(a.d, a.n, a.tol)
 }
 
 // quota reads the debt after the decision.
@@ -62,6 +72,15 @@ func (a *tbAlg) quota(debt, _ int64) limiter.Quota {
 		Remaining: (a.tol - debt) / a.d,
 		Reset:     time.Duration(exact.CeilDiv(debt, a.n)) * time.Microsecond,
 	}
+}
+
+// stringArgs returns a script's fixed arguments as strings, which the
+// client sends as they are: formatted once, not at every call.
+func stringArgs(vs ...any) []any {
+	for i, v := range vs {
+		vs[i] = fmt.Sprint(v)
+	}
+	return vs
 }
 
 func boolArg(b bool) string {

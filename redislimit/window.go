@@ -35,16 +35,21 @@ func validLimit(n int) error {
 }
 
 // counting returns the algorithm of a limit that its script s keeps in
-// Redis as a count of permits: the fixed window, the strict log and the
-// semaphore. Their scripts take the period (the window, or the lease TTL;
-// µs), the limit and the restart guard as their first arguments, and answer
-// a, the permits counted, and b, the µs until that count is back to zero; a
-// refusal's wait is in µs.
-func counting(kind string, s *redis.Script, suffix string, limit, period int64, guard bool) algorithm {
+// Redis as a count of permits: the fixed window and the strict log (whose
+// Lua module is mod) and the semaphore (mod nil). Their scripts take the period
+// (the window, or the lease TTL; µs) and the limit as their first
+// arguments (the semaphore's then the restart guard; a rate module's
+// script has it built in), and answer a, the permits counted, and b, the
+// µs until that count is back to zero; a refusal's wait is in µs.
+func counting(kind string, mod *luaModule, s *redis.Script, suffix string, limit, period int64, guard bool) algorithm {
 	window := time.Duration(period) * time.Microsecond
+	args := stringArgs(period, limit)
+	if mod == nil {
+		args = append(args, boolArg(guard))
+	}
 	return algorithm{
-		kind: kind, mod: kind, suffix: suffix, two: suffix != "", script: s, max: limit,
-		args: []any{period, limit, boolArg(guard)},
+		kind: kind, mod: mod, guard: guard, suffix: suffix, two: suffix != "", script: s, max: limit,
+		args: args,
 		quota: func(used, left int64) limiter.Quota {
 			q := limiter.Quota{Limit: limit, Window: window, Remaining: limit - used}
 			if used > 0 {
@@ -57,7 +62,7 @@ func counting(kind string, s *redis.Script, suffix string, limit, period int64, 
 
 // windowAlg checks the options of a fixed window or a strict log (they are
 // the same) and returns its algorithm.
-func windowAlg(kind string, s *redis.Script, suffix string, limit int, window time.Duration, guard bool) (algorithm, error) {
+func windowAlg(kind string, mod *luaModule, suffix string, limit int, window time.Duration, guard bool) (algorithm, error) {
 	if err := validLimit(limit); err != nil {
 		return algorithm{}, err
 	}
@@ -65,7 +70,7 @@ func windowAlg(kind string, s *redis.Script, suffix string, limit int, window ti
 	if err != nil {
 		return algorithm{}, err
 	}
-	return counting(kind, s, suffix, int64(limit), w, guard), nil
+	return counting(kind, mod, mod.script(guard), suffix, int64(limit), w, guard), nil
 }
 
 // FixedWindow counts permits in consecutive windows aligned to Redis's
@@ -86,13 +91,13 @@ func NewFixedWindow(o Options, opts limiter.FixedWindowOptions) (*FixedWindow, e
 
 func newFWEngine(o Options, opts limiter.FixedWindowOptions) (*engine, error) {
 	return newEngine(o, opts.Queue, false, func() (algorithm, error) {
-		return windowAlg("fw", fwScript, "", opts.Limit, opts.Window, o.GuardRestarts)
+		return windowAlg("fw", fwModule, "", opts.Limit, opts.Window, o.GuardRestarts)
 	})
 }
 
 func newSLEngine(o Options, opts limiter.SlidingLogOptions) (*engine, error) {
 	return newEngine(o, opts.Queue, false, func() (algorithm, error) {
-		return windowAlg("sl", slScript, ":log", opts.Limit, opts.Window, o.GuardRestarts)
+		return windowAlg("sl", slModule, ":log", opts.Limit, opts.Window, o.GuardRestarts)
 	})
 }
 
