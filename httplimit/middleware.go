@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
+	"github.com/rategate/rategate/internal/ratelimit"
 	"github.com/rategate/rategate/limiter"
 )
 
@@ -50,11 +50,7 @@ func New(o Options) (*Middleware, error) {
 	if m.onRefuse == nil {
 		m.onRefuse = writeRefusal
 	}
-	name := o.Policy
-	if name == "" {
-		name = "default"
-	}
-	m.quoted = quoteString(name)
+	m.quoted = ratelimit.PolicyName(o.Policy)
 	return m, nil
 }
 
@@ -136,13 +132,8 @@ func (t *target) foresee(n int) (time.Duration, bool) {
 	return 0, false
 }
 
-// quotaAppender is implemented by a limiter made of several policies, such
-// as a chain: it appends one Quota per member.
-type quotaAppender interface {
-	AppendQuotas(dst []limiter.Quota) []limiter.Quota
-}
-
-// keyedQuotaAppender is quotaAppender for one key of a KeyedLimiter.
+// keyedQuotaAppender is implemented by a KeyedLimiter whose keys' limiters
+// are made of several policies: it appends one Quota per member of key's.
 type keyedQuotaAppender interface {
 	AppendQuotas(key string, dst []limiter.Quota) []limiter.Quota
 }
@@ -150,64 +141,34 @@ type keyedQuotaAppender interface {
 // policies appends to dst the quota of each of t's policies: one, or one
 // per member of a limiter that appends several (none when the limiter
 // cannot say).
-func (t *target) policies(dst []policyQuota) []policyQuota {
-	var qs []limiter.Quota
+func (t *target) policies(dst []ratelimit.Quota) []ratelimit.Quota {
 	switch {
 	case t.known:
-		return appendPolicy(dst, t.quota, nil)
-	case t.keyed != nil:
-		if a, ok := t.keyed.(keyedQuotaAppender); ok {
-			qs = a.AppendQuotas(t.key, nil)
-		} else if q, ok := t.keyed.(keyedQuoter); ok {
-			return appendPolicy(dst, q.Quota(t.key), t.continuous)
-		}
-	default:
-		if a, ok := t.lim.(quotaAppender); ok {
-			qs = a.AppendQuotas(nil)
-		} else {
-			q, _ := limiter.QuotaOf(t.lim)
-			return appendPolicy(dst, q, t.continuous)
-		}
+		return ratelimit.Append(dst, t.quota, false)
+	case t.keyed == nil:
+		return ratelimit.AppendQuotas(dst, t.lim)
 	}
-	for _, q := range qs {
-		dst = appendPolicy(dst, q, nil)
+	if a, ok := t.keyed.(keyedQuotaAppender); ok {
+		for _, q := range a.AppendQuotas(t.key, nil) {
+			dst = ratelimit.Append(dst, q, false)
+		}
+		return dst
+	}
+	if q, ok := t.keyed.(keyedQuoter); ok {
+		quota := q.Quota(t.key)
+		return ratelimit.Append(dst, quota, quota.Limit > 1 && quota.Window > 0 && t.keyedContinuous())
 	}
 	return dst
 }
 
-// appendPolicy appends q unless it is the zero Quota; continuous, if not
-// nil, says whether its permits come back continuously (a token bucket),
-// so that its burst is stated.
-func appendPolicy(dst []policyQuota, q limiter.Quota, continuous func() bool) []policyQuota {
-	if q == (limiter.Quota{}) {
-		return dst
-	}
-	p := policyQuota{Quota: q}
-	if q.Limit > 1 && q.Window > 0 && continuous != nil && continuous() {
-		p.burst = q.Limit
-	}
-	return append(dst, p)
-}
-
-// continuous reports whether t's permits come back continuously, one at a
-// time, as a token bucket's do: whether it is a limiter.Foreseer that can
-// foresee.
-func (t *target) continuous() bool {
-	if t.keyed != nil {
-		switch k := t.keyed.(type) {
-		case *limiter.KeyedTokenBucket[string]:
-			return true
-		case keyedForeseer:
-			_, ok := k.Foresee(t.key, 0)
-			return ok
-		}
-		return false
-	}
-	switch l := t.lim.(type) {
-	case *limiter.TokenBucket:
+// keyedContinuous reports whether the permits of t's key come back
+// continuously, one at a time, as a token bucket's do.
+func (t *target) keyedContinuous() bool {
+	switch k := t.keyed.(type) {
+	case *limiter.KeyedTokenBucket[string]:
 		return true
-	case limiter.Foreseer:
-		_, ok := l.Foresee(0)
+	case keyedForeseer:
+		_, ok := k.Foresee(t.key, 0)
 		return ok
 	}
 	return false
@@ -215,11 +176,11 @@ func (t *target) continuous() bool {
 
 // setQuota sets d.Quota to the most constrained of ps and returns its
 // index.
-func setQuota(d *Decision, ps []policyQuota) int {
+func setQuota(d *Decision, ps []ratelimit.Quota) int {
 	if len(ps) == 0 {
 		return 0
 	}
-	mc := mostConstrained(ps)
+	mc := ratelimit.MostConstrained(ps)
 	d.Quota = ps[mc].Quota
 	return mc
 }
@@ -253,8 +214,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	limited := d.Outcome == Limited || d.Outcome == QueueFull
-	var buf [2]policyQuota
-	var ps []policyQuota
+	var buf [2]ratelimit.Quota
+	var ps []ratelimit.Quota
 	if limited {
 		ps = t.policies(buf[:0]) // not after a failure: the limiter could not decide
 	}
@@ -332,7 +293,7 @@ func (m *Middleware) classify(r *http.Request, d *Decision, l limiter.Lease) {
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler, d *Decision, t *target, l limiter.Lease) {
 	defer l.Release()
 	if !t.none() && (!m.noHeaders || m.legacy || m.onDecision != nil) {
-		var buf [2]policyQuota
+		var buf [2]ratelimit.Quota
 		ps := t.policies(buf[:0])
 		m.setFields(w.Header(), ps, setQuota(d, ps), 0)
 	}
@@ -344,7 +305,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 
 // refuse sets Retry-After (for a refusal over the limit) and the RateLimit
 // fields, reports the decision and writes the refusal.
-func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, d *Decision, ps []policyQuota, limited bool) {
+func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, d *Decision, ps []ratelimit.Quota, limited bool) {
 	if limited {
 		mc := setQuota(d, ps)
 		secs := int64(0)
@@ -354,7 +315,7 @@ func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, d *Decision,
 				// quota is whole again, or a second.
 				d.RetryAfter = d.Quota.Reset
 			}
-			secs = max(ceilSeconds(d.RetryAfter), 1)
+			secs = max(ratelimit.CeilSeconds(d.RetryAfter), 1)
 		} else {
 			d.RetryAfter = 0
 		}
@@ -386,19 +347,4 @@ func statusLine(code int) []byte {
 		return line429
 	}
 	return []byte(http.StatusText(code) + "\n")
-}
-
-// quoteString returns s as a structured-field String (RFC 9651 §3.3.3): in
-// double quotes, with '"' and '\' escaped. s is printable ASCII.
-func quoteString(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		if s[i] == '"' || s[i] == '\\' {
-			b.WriteByte('\\')
-		}
-		b.WriteByte(s[i])
-	}
-	b.WriteByte('"')
-	return b.String()
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/rategate/rategate/internal/ratelimit"
 	"github.com/rategate/rategate/limiter"
 )
 
@@ -113,10 +114,8 @@ func (o *Options) validate() error {
 	default:
 		return &limiter.OptionError{Field: "QueueFullStatus", Problem: fmt.Sprintf("%d is neither 429 nor 503", o.QueueFullStatus)}
 	}
-	for i := 0; i < len(o.Policy); i++ {
-		if c := o.Policy[i]; c < 0x20 || c > 0x7e {
-			return &limiter.OptionError{Field: "Policy", Problem: fmt.Sprintf("%q holds a byte that is not printable ASCII", o.Policy)}
-		}
+	if ratelimit.CheckPolicyName(o.Policy) >= 0 {
+		return &limiter.OptionError{Field: "Policy", Problem: fmt.Sprintf("%q holds a byte that is not printable ASCII", o.Policy)}
 	}
 	return nil
 }
