@@ -471,7 +471,7 @@ func (hs *Hosts) learn(h *Host, now time.Time, throttled bool) {
 		h.okCur++
 		return
 	}
-	if !hs.cfg.Learn || h.learned != nil {
+	if !hs.cfg.Learn || h.learned != nil || h.known {
 		return
 	}
 	frac := float64(now.Nanosecond()) / 1e9
@@ -485,6 +485,11 @@ func (hs *Hosts) learn(h *Host, now time.Time, throttled bool) {
 	}
 	l, err := adaptive.NewRateLimiter(adaptive.RateOptions{Floor: hs.cfg.Floor, Initial: initial, Ceiling: hs.cfg.Ceiling})
 	if err == nil { // the Config was checked by its owner
+		// The first grant waits for the rate's first interval: the host
+		// has just throttled what was sent before, and would throttle a
+		// grant now, which would tell the new limiter nothing of the
+		// rate it starts at.
+		l.TryAcquire(1)
 		h.learned = l
 	}
 }
