@@ -55,6 +55,16 @@ func TestReadLimits(t *testing.T) {
 	}
 }
 
+// gRPC metadata, whose keys are lower case, reads as HTTP's fields do.
+func TestReadMetadata(t *testing.T) {
+	md := map[string][]string{"ratelimit": {`"a";r=5;t=1, "b";r=2;t=60`}, "ratelimit-policy": {`"a";q=10;w=1;burst=5`}}
+	f := HeaderFields(md, true)
+	got := Read(&f, time.Now())
+	if want := []quotaLeft{{`"a`, 5, time.Second}, {`"b`, 2, time.Minute}}; !slices.Equal(got.left, want) || got.pace != 100*time.Millisecond || got.burst != 5 {
+		t.Errorf("%+v", got)
+	}
+}
+
 func TestPolicyWindow(t *testing.T) {
 	for _, c := range []struct {
 		limit   int64
