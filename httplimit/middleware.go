@@ -1,9 +1,12 @@
 package httplimit
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 // Middleware may wrap many handlers, which then share its limits.
 type Middleware struct {
 	lim    limiter.Limiter
+	shed   limiter.Limiter
 	perKey func(string) limiter.Limiter
 	keyed  KeyedLimiter
 	key    KeyFunc
@@ -37,7 +41,7 @@ func New(o Options) (*Middleware, error) {
 		return nil, err
 	}
 	m := &Middleware{
-		lim: o.Limiter, perKey: o.PerKey, keyed: o.Keyed, key: o.Key, cost: o.Cost, wait: o.Wait,
+		lim: o.Limiter, shed: o.Shed, perKey: o.PerKey, keyed: o.Keyed, key: o.Key, cost: o.Cost, wait: o.Wait,
 		noHeaders: o.NoHeaders, legacy: o.LegacyHeaders, fullStatus: o.QueueFullStatus,
 		onRefuse: o.OnRefuse, onDecision: o.OnDecision,
 	}
@@ -197,12 +201,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if t.none() || d.Cost == 0 {
-		m.serve(w, r, h.next, &d, &t, limiter.Lease{})
+		m.admit(w, r, h.next, &d, &t, limiter.Lease{})
 		return
 	}
 	lease, err := m.take(r, &t, &d)
 	if err == nil {
-		m.serve(w, r, h.next, &d, &t, lease)
+		m.admit(w, r, h.next, &d, &t, lease)
 		return
 	}
 	d.Err = err
@@ -289,8 +293,39 @@ func (m *Middleware) classify(r *http.Request, d *Decision, l limiter.Lease) {
 	}
 }
 
-// serve sets the RateLimit fields, reports the decision and calls next.
-func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler, d *Decision, t *target, l limiter.Lease) {
+// admit takes a permit of Shed for a request its quota granted (l), and
+// serves it, or sheds it.
+func (m *Middleware) admit(w http.ResponseWriter, r *http.Request, next http.Handler, d *Decision, t *target, l limiter.Lease) {
+	var shed limiter.Lease
+	if m.shed != nil {
+		if shed = m.shed.TryAcquire(1); !shed.Granted() {
+			l.Release()
+			m.shedOne(w, r, d, shed)
+			return
+		}
+	}
+	m.serve(w, r, next, d, t, l, shed)
+}
+
+// shedOne answers a request Shed refused (lease): 503 with Retry-After.
+func (m *Middleware) shedOne(w http.ResponseWriter, r *http.Request, d *Decision, lease limiter.Lease) {
+	d.Outcome, d.Status, d.Err = Shed, http.StatusServiceUnavailable, lease.Err()
+	if d.Err == nil {
+		d.Err = limiter.ErrLimited
+	}
+	d.RetryAfter = max(lease.RetryAfter(), time.Second)
+	m.setFields(w.Header(), nil, 0, ratelimit.CeilSeconds(d.RetryAfter))
+	if m.onDecision != nil {
+		m.onDecision(r, *d)
+	}
+	m.onRefuse(w, r, *d)
+}
+
+// serve sets the RateLimit fields, reports the decision, calls next, and
+// reports its outcome and latency to the request's leases (the quota's l
+// and Shed's shed) when a limiter that may learn from them holds one.
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler, d *Decision, t *target, l, shed limiter.Lease) {
+	defer shed.Release()
 	defer l.Release()
 	if !t.none() && (!m.noHeaders || m.legacy || m.onDecision != nil) {
 		var buf [2]ratelimit.Quota
@@ -300,7 +335,78 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if m.onDecision != nil {
 		m.onDecision(r, *d)
 	}
-	next.ServeHTTP(w, r)
+	if !shed.Granted() && (t.lim == nil || !l.Granted()) {
+		next.ServeHTTP(w, r) // a Keyed quota, or none: nothing learns
+		return
+	}
+	rec := &statusRecorder{ResponseWriter: w}
+	start := time.Now()
+	next.ServeHTTP(rec, r)
+	o, latency := handlerOutcome(rec.status), time.Since(start)
+	shed.Report(o, latency)
+	l.Report(o, latency)
+}
+
+// handlerOutcome is what the status a handler answered says of its
+// request: 429 and 503 are Throttled (the handler, or what it depends on,
+// is over its capacity), another 5xx Failed (it says nothing of
+// capacity), anything else Succeeded.
+func handlerOutcome(status int) limiter.Outcome {
+	switch {
+	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
+		return limiter.Throttled
+	case status >= 500:
+		return limiter.Failed
+	}
+	return limiter.Succeeded
+}
+
+// statusRecorder records the status a handler answers (0 until it writes
+// one; a handler that writes nothing answers 200). Unwrap lets
+// http.ResponseController reach what it wraps; Flush, Hijack and
+// ReadFrom pass through to it.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusRecorder) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code // 1xx are informational: the status comes after
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusRecorder) Write(b []byte) (int, error) {
+	w.wrote()
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusRecorder) wrote() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+}
+
+// Unwrap returns the ResponseWriter w wraps, for http.ResponseController.
+func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush flushes what w wraps, if it can.
+func (w *statusRecorder) Flush() {
+	w.wrote()
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Hijack hijacks the connection of what w wraps, if it can.
+func (w *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}
+
+// ReadFrom copies from r with what w wraps (with its ReadFrom, a file's
+// sendfile, when it has one).
+func (w *statusRecorder) ReadFrom(r io.Reader) (int64, error) {
+	w.wrote()
+	return io.Copy(w.ResponseWriter, r)
 }
 
 // refuse sets Retry-After (for a refusal over the limit) and the RateLimit
