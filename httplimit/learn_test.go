@@ -155,7 +155,9 @@ func TestTransportFollowsCapacityDown(t *testing.T) {
 		const step = 15 * time.Second
 		var after time.Duration
 		var learned limiter.Rate
-		go func() {
+		var watch sync.WaitGroup
+		defer watch.Wait()
+		watch.Go(func() {
 			time.Sleep(step)
 			host.set(20)
 			for learned = limiter.Per(1, time.Nanosecond); perSecond(learned) > 20 && after < 5*time.Second; after += 10 * time.Millisecond {
@@ -163,8 +165,9 @@ func TestTransportFollowsCapacityDown(t *testing.T) {
 				lim, _ := tr.Limits("model")
 				learned = lim.Learned
 			}
-		}()
+		})
 		crawl(ctx, &http.Client{Transport: tr}, "http://model/", 8)
+		watch.Wait()
 		before, _ := host.counts(step-5*time.Second, step)
 		sentServed, sentRefused := host.counts(step+time.Second, step+2*time.Second)
 		served, refused := host.counts(20*time.Second, 30*time.Second)
