@@ -52,9 +52,9 @@ func waitError(ctx context.Context, target string, err error) error {
 // or, for a refusal, the trailer). A call that ended without a response
 // has neither.
 func (c *Client) learn(h *ratelimit.Host, tk ratelimit.Ticket, err error, hdr, trl metadata.MD) {
-	r := ratelimit.Response{Answered: true, Throttled: c.outcome(err) == limiter.Throttled}
-	r.RetryAfter, r.Refused = serverRetryInfo(err)
 	now := time.Now()
+	r := ratelimit.Response{At: now, Answered: true, Throttled: c.outcome(err) == limiter.Throttled}
+	r.RetryAfter, r.Refused = serverRetryInfo(err)
 	for _, md := range [2]metadata.MD{hdr, trl} {
 		f := ratelimit.HeaderFields(md, true)
 		if r.Limits = ratelimit.Read(&f, now); r.Limits.Known() {

@@ -195,7 +195,8 @@ type HostLimits struct {
 	// states nothing; the zero Rate when none was learned.
 	Learned limiter.Rate
 	// NotBefore is the time before which the host asked for no request
-	// (Retry-After); the zero Time when it asked for none.
+	// (Retry-After); the zero Time when it asked for none, or that time
+	// has passed.
 	NotBefore time.Time
 }
 
@@ -267,10 +268,12 @@ func (t *Transport) send(ctx context.Context, req *http.Request, host string) (*
 	if base == nil {
 		base = http.DefaultTransport
 	}
+	start := time.Now()
 	resp, err := base.RoundTrip(req)
-	latency := time.Since(tk.SentAt)
+	now := time.Now()
+	latency := now.Sub(start)
 	outcome := outcomeOf(resp, err)
-	hs.Done(h, tk, response(resp, outcome, time.Now()))
+	hs.Done(h, tk, response(resp, outcome, now))
 	for _, l := range leases {
 		l.Report(outcome, latency)
 	}
@@ -317,7 +320,7 @@ func waitError(host string, err error) error {
 // response is what Hosts learns from a response (nil: none came), whose
 // outcome is o.
 func response(resp *http.Response, o limiter.Outcome, now time.Time) ratelimit.Response {
-	r := ratelimit.Response{Answered: resp != nil, Throttled: o == limiter.Throttled}
+	r := ratelimit.Response{At: now, Answered: resp != nil, Throttled: o == limiter.Throttled}
 	if resp == nil {
 		return r
 	}

@@ -115,12 +115,13 @@ type Host struct {
 type Ticket struct {
 	answeredAtSend int64 // responses received before it was sent
 	probe          bool
-	// SentAt is when the request was counted as sent.
-	SentAt time.Time
 }
 
 // Response is what Done learns from.
 type Response struct {
+	// At is when the response came (or the request failed); the zero
+	// Time: now.
+	At time.Time
 	// Answered: a response came (false: the request failed without one).
 	Answered bool
 	// Limits is what the response states; a zero Limits when it states
@@ -238,27 +239,22 @@ func (hs *Hosts) Learned(h *Host) limiter.Limiter {
 // ctx.Err() when ctx ends. With count, it then counts the request as sent
 // and returns its Ticket.
 func (hs *Hosts) Wait(ctx context.Context, h *Host, count bool, limit time.Duration) (Ticket, error) {
+	if tk, ok, _, _ := hs.try(h, count); ok {
+		return tk, nil // without a timer, which would escape
+	}
 	var timer precise.Timer
 	defer timer.Stop()
 	for {
-		hs.mu.Lock()
-		now := time.Now()
-		how, wait, changed := h.admit(now)
-		if how != 0 {
-			var tk Ticket
-			if count {
-				tk = h.take(how, now)
-			}
-			hs.mu.Unlock()
+		tk, ok, wait, changed := hs.try(h, count)
+		if ok {
 			return tk, nil
 		}
-		hs.mu.Unlock()
 		if wait > limit || (wait > 0 && pastDeadline(ctx, wait)) {
 			return Ticket{}, &WaitError{Wait: wait, Deadline: wait <= limit}
 		}
 		var at time.Time
 		if wait > 0 {
-			at = now.Add(wait)
+			at = time.Now().Add(wait)
 		}
 		// The pace of a server's policy is kept on time: a request late
 		// by a timer's lateness is a request the server allowed and did
@@ -268,6 +264,30 @@ func (hs *Hosts) Wait(ctx context.Context, h *Host, count bool, limit time.Durat
 		}
 	}
 }
+
+// try admits a request to h now, counting it with count, or says how long
+// to wait and for what (see Host.admit).
+func (hs *Hosts) try(h *Host, count bool) (Ticket, bool, time.Duration, <-chan struct{}) {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	how := allowed
+	if !h.free() { // else no need to read the clock
+		var wait time.Duration
+		var changed <-chan struct{}
+		if how, wait, changed = h.admit(time.Now()); how == 0 {
+			return Ticket{}, false, wait, changed
+		}
+	}
+	var tk Ticket
+	if count {
+		tk = h.take(how)
+	}
+	return tk, true, 0, nil
+}
+
+// free reports whether h holds nothing back: it asked for no wait and
+// states no limits.
+func (h *Host) free() bool { return h.notBefore.IsZero() && !h.known && h.maxFlight == 0 }
 
 // pastDeadline reports whether a wait of d would end after ctx's deadline.
 func pastDeadline(ctx context.Context, d time.Duration) bool {
@@ -314,8 +334,11 @@ const (
 // admit says how a request to h may go at now, or how long it must wait
 // (0: no timer) and which channel to wait on for a response (nil: none).
 func (h *Host) admit(now time.Time) (admission, time.Duration, <-chan struct{}) {
-	if now.Before(h.notBefore) {
-		return 0, h.notBefore.Sub(now), nil
+	if !h.notBefore.IsZero() {
+		if now.Before(h.notBefore) {
+			return 0, h.notBefore.Sub(now), nil
+		}
+		h.notBefore = time.Time{} // passed: nothing to keep
 	}
 	if h.maxFlight > 0 && h.sent-h.answered >= h.maxFlight {
 		return 0, 0, h.change()
@@ -350,9 +373,9 @@ func (h *Host) admit(now time.Time) (admission, time.Duration, <-chan struct{}) 
 	return 0, next.Sub(now), nil
 }
 
-// take counts a request admitted as a at now as sent.
-func (h *Host) take(a admission, now time.Time) Ticket {
-	tk := Ticket{answeredAtSend: h.answered, SentAt: now, probe: a == probe}
+// take counts a request admitted as a as sent.
+func (h *Host) take(a admission) Ticket {
+	tk := Ticket{answeredAtSend: h.answered, probe: a == probe}
 	if tk.probe {
 		h.probing = true
 	}
@@ -396,7 +419,10 @@ func (h *Host) idle(now time.Time) bool {
 
 // Done records the response to the request of tk, sent to h, and lets h go.
 func (hs *Hosts) Done(h *Host, tk Ticket, r Response) {
-	now := time.Now()
+	now := r.At
+	if now.IsZero() {
+		now = time.Now()
+	}
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	h.pins--
@@ -526,7 +552,8 @@ type Info struct {
 	// Learned is the rate learned from the host's pushback, while it
 	// states nothing; the zero Rate if none.
 	Learned limiter.Rate
-	// NotBefore: the host asked for no request before this time.
+	// NotBefore: the host asked for no request before this time (the
+	// zero Time once it has passed).
 	NotBefore time.Time
 }
 
