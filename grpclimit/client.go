@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/rategate/rategate/internal/ratelimit"
 	"github.com/rategate/rategate/limiter"
 )
 
@@ -60,10 +61,6 @@ type ClientOptions struct {
 	// counts as MaxWait, so that a server's mistake cannot stall the
 	// client for days. 0 means DefaultMaxWait.
 	MaxWait time.Duration
-	// IgnoreRateLimit leaves the ratelimit metadata unread (RetryInfo is
-	// still kept to): for a client whose own Limiter keeps to a server
-	// limit finer than the whole seconds of the metadata's windows.
-	IgnoreRateLimit bool
 	// Outcome classifies the error of a call, for the Report of the leases
 	// it took (adaptive limiters learn from it); the default is OutcomeOf.
 	Outcome func(err error) limiter.Outcome
@@ -90,15 +87,17 @@ type ClientOptions struct {
 //     refusal arrived, so never before the server's time). A delay that
 //     is negative or malformed is ignored; one over MaxWait counts as
 //     MaxWait.
-//   - It reads the ratelimit metadata of every response (see
-//     draft-ietf-httpapi-ratelimit-headers): after r more calls it sends
-//     no more to the target until t seconds have passed. Calls in flight
-//     when a response comes count against its r. The draft counts t in
-//     whole seconds, so a server limit whose burst holds less than a
-//     second of its rate (10/s with a burst of 1) reads r=0;t=1 after
-//     each call: match such a limit with Limiter, at its rate, and set
-//     IgnoreRateLimit.
-//     A response with RetryInfo is taken at its RetryInfo, which is exact.
+//   - It reads the ratelimit and ratelimit-policy metadata of every
+//     response (and the legacy dialects httplimit.Transport reads), with
+//     httplimit.Transport's own code: it sends no more calls than what
+//     responses received before each call allow (calls in flight when a
+//     response comes may not be counted in its r), and when that is used
+//     it spreads calls at the pace of the server's policy (w/q apart,
+//     with its burst parameter, which this package's server and httplimit
+//     state for token buckets), so that a server limit finer than the
+//     metadata's whole seconds (10/s with a burst of 1) is followed call
+//     by call; without a policy it waits for the t the server gives, or
+//     for RetryInfo's delay, which is exact, on a refusal.
 //   - It retries a refused unary call (codes.ResourceExhausted or
 //     codes.Unavailable with RetryInfo) up to Retries times, after waiting
 //     out the delay, when the call is idempotent (ClientOptions.Idempotent
@@ -121,11 +120,8 @@ type Client struct {
 	retries      int
 	maxRetryWait time.Duration
 	maxWait      time.Duration
-	noRateLimit  bool
 	outcome      func(error) limiter.Outcome
-
-	mu      sync.Mutex
-	targets map[string]*targetState
+	hosts        *ratelimit.Hosts // what it knows of each target
 }
 
 // NewClient returns a Client, or an *limiter.OptionError naming the first
@@ -140,7 +136,7 @@ func NewClient(o ClientOptions) (*Client, error) {
 	c := &Client{
 		lim: o.Limiter, budget: o.RetryBudget, perMethod: o.PerMethod, perTarget: o.PerTarget,
 		idempotent: o.Idempotent, retries: o.Retries, maxRetryWait: o.MaxRetryWait,
-		maxWait: o.MaxWait, noRateLimit: o.IgnoreRateLimit, outcome: o.Outcome,
+		maxWait: o.MaxWait, outcome: o.Outcome,
 	}
 	if c.retries == 0 {
 		c.retries = DefaultRetries
@@ -154,6 +150,7 @@ func NewClient(o ClientOptions) (*Client, error) {
 	if c.outcome == nil {
 		c.outcome = OutcomeOf
 	}
+	c.hosts = ratelimit.NewHosts(ratelimit.Config{MaxHosts: maxTargets, MaxWait: c.maxWait})
 	return c, nil
 }
 
@@ -214,13 +211,11 @@ func (c *Client) mayRetry(ctx context.Context, err error) bool {
 // unary makes one attempt of a call; sent says whether it reached the
 // server.
 func (c *Client) unary(ctx context.Context, target, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) (sent bool, err error) {
-	seq, err := c.admit(ctx, target)
-	if err != nil {
-		return false, err
-	}
+	h := c.hosts.Pin(target)
 	var ls leases
-	if err := c.acquire(ctx, method, target, &ls); err != nil {
-		c.learn(target, seq, nil, nil, nil)
+	tk, err := c.admit(ctx, h, method, target, &ls)
+	if err != nil {
+		c.hosts.Unpin(h)
 		return false, err
 	}
 	var hdr, trl metadata.MD
@@ -228,7 +223,7 @@ func (c *Client) unary(ctx context.Context, target, method string, req, reply an
 	all = append(append(all, opts...), grpc.Header(&hdr), grpc.Trailer(&trl))
 	start := time.Now()
 	err = invoker(ctx, method, req, reply, cc, all...)
-	c.learn(target, seq, err, hdr, trl)
+	c.learn(h, tk, err, hdr, trl)
 	ls.done(c.outcome(err), time.Since(start))
 	return true, err
 }
@@ -244,15 +239,14 @@ func (c *Client) Stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 
 // streamTo is Stream for a stream to target.
 func (c *Client) streamTo(ctx context.Context, target string, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
-	seq, err := c.admit(ctx, target)
+	h := c.hosts.Pin(target)
+	cs := &clientStream{c: c, host: h, serverStreams: desc.ServerStreams}
+	tk, err := c.admit(ctx, h, method, target, &cs.leases)
 	if err != nil {
+		c.hosts.Unpin(h)
 		return nil, err
 	}
-	cs := &clientStream{c: c, target: target, seq: seq, serverStreams: desc.ServerStreams}
-	if err := c.acquire(ctx, method, target, &cs.leases); err != nil {
-		c.learn(target, seq, nil, nil, nil)
-		return nil, err
-	}
+	cs.ticket = tk
 	cs.start = time.Now()
 	s, err := streamer(ctx, desc, cc, method, opts...)
 	if err != nil {
@@ -269,8 +263,8 @@ func (c *Client) streamTo(ctx context.Context, target string, desc *grpc.StreamD
 type clientStream struct {
 	grpc.ClientStream
 	c             *Client
-	target        string
-	seq           int64
+	host          *ratelimit.Host
+	ticket        ratelimit.Ticket
 	serverStreams bool
 	leases        leases
 	start         time.Time
@@ -302,7 +296,7 @@ func (cs *clientStream) finish(err error, read bool) {
 		if errors.Is(err, io.EOF) {
 			err = nil
 		}
-		cs.c.learn(cs.target, cs.seq, err, hdr, trl)
+		cs.c.learn(cs.host, cs.ticket, err, hdr, trl)
 		cs.leases.done(cs.c.outcome(err), time.Since(cs.start))
 	})
 }

@@ -3,6 +3,8 @@ package grpclimit
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -204,12 +206,14 @@ func TestClientRetries(t *testing.T) {
 	}
 }
 
-// The client keeps to the ratelimit metadata: after r more calls it waits
-// for the window t; malformed metadata is ignored.
+// The client keeps to the ratelimit metadata: after the r more calls a
+// response allows, it waits for the window t; of several policies the
+// one with the least left governs; policy names may be Strings or Tokens;
+// malformed metadata is ignored; a huge window counts as MaxWait.
 func TestClientRateLimitMetadata(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := must(NewClient(ClientOptions{}))
-		f := newFake(rateLimit(`"default";r=2;t=1`))
+		f := newFake(rateLimit(`"default";r=2;t=1`), rateLimit(`"default";r=1;t=1`), rateLimit(`"default";r=0;t=1`))
 		for range 4 {
 			if err := f.call(t.Context(), c, "a", methodEcho); err != nil {
 				t.Fatal(err)
@@ -228,7 +232,15 @@ func TestClientRateLimitMetadata(t *testing.T) {
 			t.Errorf("sent at %v, want the second after 30s", f.sent)
 		}
 
-		for _, bad := range []string{`default;r=0;t=5`, `"d";r=x;t=5`, `"d";r=-1;t=5`, `"d";t=5`, `"d"x;r=0;t=5`, `"d;r=0;t=5`} {
+		f = newFake(rateLimit(`token;r=0;t=5`))
+		for range 2 {
+			_ = f.call(t.Context(), c, "t", methodEcho)
+		}
+		if f.sent[1] != 5*time.Second {
+			t.Errorf("a Token policy name: sent at %v, want the second after 5s", f.sent)
+		}
+
+		for _, bad := range []string{`"d";r=x;t=5`, `"d";r=-1;t=5`, `"d";t=5`, `"d"x;r=0;t=5`, `"d;r=0;t=5`, `"d";r=0;t=9223372036854775807`} {
 			f = newFake(rateLimit(bad))
 			for range 2 {
 				_ = f.call(t.Context(), c, "c", methodEcho)
@@ -238,19 +250,10 @@ func TestClientRateLimitMetadata(t *testing.T) {
 			}
 		}
 
-		// IgnoreRateLimit reads none of it.
-		c = must(NewClient(ClientOptions{IgnoreRateLimit: true}))
-		f = newFake(rateLimit(`"d";r=0;t=30`))
-		for range 2 {
-			_ = f.call(t.Context(), c, "e", methodEcho)
-		}
-		if f.sent[1] != 0 {
-			t.Errorf("IgnoreRateLimit: sent at %v", f.sent)
-		}
-
-		// A huge window counts as MaxWait.
+		// A huge window (the largest integer a structured field holds)
+		// counts as MaxWait.
 		c = must(NewClient(ClientOptions{MaxWait: time.Minute}))
-		f = newFake(rateLimit(`"d";r=0;t=9223372036854775807`))
+		f = newFake(rateLimit(`"d";r=0;t=999999999999999`))
 		for range 2 {
 			_ = f.call(t.Context(), c, "d", methodEcho)
 		}
@@ -258,6 +261,85 @@ func TestClientRateLimitMetadata(t *testing.T) {
 			t.Errorf("sent at %v, want the second after MaxWait", f.sent)
 		}
 	})
+}
+
+// fakeStream is the grpc.ServerTransportStream of a call made to a Server's
+// interceptor in memory: it keeps the metadata the server sets.
+type fakeStream struct {
+	method   string
+	hdr, trl metadata.MD
+}
+
+func (s *fakeStream) Method() string                  { return s.method }
+func (s *fakeStream) SetHeader(md metadata.MD) error  { s.hdr = metadata.Join(s.hdr, md); return nil }
+func (s *fakeStream) SendHeader(md metadata.MD) error { return s.SetHeader(md) }
+func (s *fakeStream) SetTrailer(md metadata.MD) error { s.trl = metadata.Join(s.trl, md); return nil }
+
+// bridge is an invoker that calls srv's unary interceptor in memory, with
+// a handler taking latency, and gives the client the metadata it sets;
+// served and refused count the server's decisions.
+func bridge(srv *Server, latency time.Duration, served, refused *atomic.Int64) grpc.UnaryInvoker {
+	return func(ctx context.Context, method string, req, _ any, _ *grpc.ClientConn, opts ...grpc.CallOption) error {
+		st := &fakeStream{method: method}
+		_, err := srv.Unary(grpc.NewContextWithServerTransportStream(ctx, st), req, &grpc.UnaryServerInfo{FullMethod: method},
+			func(context.Context, any) (any, error) {
+				time.Sleep(latency)
+				return "resp", nil
+			})
+		if err != nil {
+			refused.Add(1)
+		} else {
+			served.Add(1)
+		}
+		for _, o := range opts {
+			switch o := o.(type) {
+			case grpc.HeaderCallOption:
+				*o.HeaderAddr = st.hdr
+			case grpc.TrailerCallOption:
+				*o.TrailerAddr = st.trl
+			}
+		}
+		return err
+	}
+}
+
+// The client paces its calls by the server's policy, as httplimit's
+// Transport does, so that a limit finer than the metadata's whole seconds
+// is followed call by call: against a server allowing 10 calls a second
+// with a burst of 1 (ratelimit-policy q=10;w=1, and r=0;t=1 after each
+// call) or 5, 4 goroutines calling for 10 s are served at least 90 calls
+// (each call goes 100 ms after the last response, which comes 5 ms after
+// its call: 95 a second), never more than the bucket allows, and are
+// refused only in their first round, before any response.
+func TestClientPacesByPolicy(t *testing.T) {
+	for _, burst := range []int{1, 5} {
+		t.Run(fmt.Sprintf("burst %d", burst), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				lim := must(limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(10, time.Second), Burst: burst}))
+				var served, refused atomic.Int64
+				invoke := bridge(must(New(Options{Limiter: lim})), 5*time.Millisecond, &served, &refused)
+				c := must(NewClient(ClientOptions{}))
+				ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+				defer cancel()
+				var wg sync.WaitGroup
+				for range 4 {
+					wg.Go(func() {
+						for ctx.Err() == nil {
+							err := c.unaryTo(ctx, "a", methodEcho, "req", new(string), nil, invoke, nil)
+							if status.Code(err) == codes.DeadlineExceeded {
+								return // a wait past the deadline fails at once
+							}
+						}
+					})
+				}
+				wg.Wait()
+				t.Logf("burst %d: %d served in 10 s, %d refused", burst, served.Load(), refused.Load())
+				if most := int64(10*10 + burst); served.Load() < 90 || served.Load() > most || refused.Load() > int64(max(0, 4-burst)) {
+					t.Errorf("%d served, %d refused; want 90 to %d, and refusals only in the first round", served.Load(), refused.Load(), most)
+				}
+			})
+		})
+	}
 }
 
 // The client takes a permit from its limiters (one for every call, one

@@ -70,8 +70,10 @@ func TestClientSendsNothingInsideRetryInfoWindow(t *testing.T) {
 func TestClientRetriesOverTCP(t *testing.T) {
 	lim := must(limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(1, 200*time.Millisecond), Burst: 1}))
 	ds := &decisions{}
-	addr, _ := serve(t, must(New(Options{Limiter: lim, OnDecision: ds.record})))
-	conn := dial(t, addr, must(NewClient(ClientOptions{IgnoreRateLimit: true})))
+	// NoMetadata: the client would otherwise keep to the server's pace,
+	// and not be refused.
+	addr, _ := serve(t, must(New(Options{Limiter: lim, NoMetadata: true, OnDecision: ds.record})))
+	conn := dial(t, addr, must(NewClient(ClientOptions{})))
 	if r := echo(t.Context(), conn); r.err != nil {
 		t.Fatal(r.err)
 	}

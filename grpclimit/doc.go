@@ -60,6 +60,10 @@
 // client interceptors. It takes a permit from its limiters (one for every
 // call, one per method, one per target) before each call; after a refusal
 // with RetryInfo it sends nothing to that target before the delay has
-// passed; it reads the ratelimit metadata to slow down before the server
-// has to refuse; and it retries refused idempotent calls within a budget.
+// passed; it reads the ratelimit metadata, with httplimit.Transport's own
+// code, and keeps to what the server states before it has to refuse:
+// no more calls than the responses allow, then calls spread at the pace
+// of the server's policy, so that a limit finer than the metadata's whole
+// seconds is followed call by call; and it retries refused idempotent
+// calls within a budget.
 package grpclimit

@@ -59,9 +59,11 @@ func Example() {
 	// ResourceExhausted retry in 1m0s
 }
 
-// A client that keeps to a server's limit: the calls the server refuses
-// are Check calls, which are idempotent, so the client sends them again
-// once the RetryInfo delay has passed, and every call is served.
+// A client that keeps to a server's limit of 10 calls a second with a
+// burst of 1: it reads the server's policy (q=10;w=1) and spreads its
+// calls 100 ms apart, so every call is served; a call the server refused
+// (a Check call, which is idempotent) would be sent again once the
+// RetryInfo delay had passed.
 func ExampleNewClient() {
 	bucket, _ := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(10, time.Second), Burst: 1})
 	lim, _ := grpclimit.New(grpclimit.Options{Limiter: bucket})
@@ -73,9 +75,6 @@ func ExampleNewClient() {
 
 	c, err := grpclimit.NewClient(grpclimit.ClientOptions{
 		Idempotent: func(method string) bool { return method == healthpb.Health_Check_FullMethodName },
-		// 10 calls a second with a burst of 1 is finer than the whole
-		// seconds of the ratelimit metadata: keep to RetryInfo only.
-		IgnoreRateLimit: true,
 	})
 	if err != nil {
 		panic(err)

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/rategate/rategate/internal/ratelimit"
 	"github.com/rategate/rategate/limiter"
 )
 
@@ -119,10 +120,8 @@ func (o *Options) validate() error {
 	if o.KeyErrorCode > codes.Unauthenticated {
 		return &limiter.OptionError{Field: "KeyErrorCode", Problem: fmt.Sprintf("%d is not a gRPC status code", uint32(o.KeyErrorCode))}
 	}
-	for i := 0; i < len(o.Policy); i++ {
-		if c := o.Policy[i]; c < 0x20 || c > 0x7e {
-			return &limiter.OptionError{Field: "Policy", Problem: fmt.Sprintf("%q holds a byte that is not printable ASCII", o.Policy)}
-		}
+	if ratelimit.CheckPolicyName(o.Policy) >= 0 {
+		return &limiter.OptionError{Field: "Policy", Problem: fmt.Sprintf("%q holds a byte that is not printable ASCII", o.Policy)}
 	}
 	return nil
 }

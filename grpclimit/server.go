@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/rategate/rategate/internal/ratelimit"
 	"github.com/rategate/rategate/limiter"
 )
 
@@ -57,11 +58,7 @@ func New(o Options) (*Server, error) {
 	if s.outcome == nil {
 		s.outcome = OutcomeOf
 	}
-	name := o.Policy
-	if name == "" {
-		name = "default"
-	}
-	s.quoted = quoteString(name)
+	s.quoted = ratelimit.PolicyName(o.Policy)
 	return s, nil
 }
 
@@ -172,10 +169,12 @@ func (s *Server) admit(c *call, d *Decision) (limiter.Lease, error) {
 		return limiter.Lease{}, s.refuse(c, d, lease, err)
 	}
 	if !d.Message && (!s.noMetadata || s.onDecision != nil) {
-		if q, ok := limiter.QuotaOf(c.lim); ok {
-			d.Quota = q
+		var buf [2]ratelimit.Quota
+		if ps := ratelimit.AppendQuotas(buf[:0], c.lim); len(ps) > 0 {
+			mc := ratelimit.MostConstrained(ps)
+			d.Quota = ps[mc].Quota
 			if !s.noMetadata {
-				c.setHeader(quotaMetadata(s.quoted, q, 0))
+				c.setHeader(quotaMetadata(s.quoted, ps, mc, 0))
 			}
 		}
 	}
@@ -228,10 +227,16 @@ func (s *Server) refuse(c *call, d *Decision, l limiter.Lease, err error) error 
 		s.decided(c, d)
 		return status.Error(d.Code, "grpclimit: no permit: "+err.Error())
 	}
-	d.Quota, _ = limiter.QuotaOf(c.lim)
+	var buf [2]ratelimit.Quota
+	ps := ratelimit.AppendQuotas(buf[:0], c.lim)
+	mc := 0
+	if len(ps) > 0 {
+		mc = ratelimit.MostConstrained(ps)
+		d.Quota = ps[mc].Quota
+	}
 	d.RetryAfter = retryDelay(l, d.Quota, err)
-	if !s.noMetadata && d.Quota != (limiter.Quota{}) {
-		c.setTrailer(quotaMetadata(s.quoted, d.Quota, d.RetryAfter))
+	if !s.noMetadata && len(ps) > 0 {
+		c.setTrailer(quotaMetadata(s.quoted, ps, mc, d.RetryAfter))
 	}
 	s.decided(c, d)
 	return refusal(d.RetryAfter, err)

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/rategate/rategate/internal/ratelimit"
 	"github.com/rategate/rategate/limiter"
 )
 
@@ -112,7 +113,7 @@ func TestServerQuotaMetadata(t *testing.T) {
 	}
 	r := echo(t.Context(), conn)
 	d := mustRetryInfo(t, r.err)
-	if got, want := r.trl.Get(MetadataRateLimit), fmt.Sprintf(`"per-minute";r=0;t=%d`, ceilSeconds(d)); len(got) != 1 || got[0] != want {
+	if got, want := r.trl.Get(MetadataRateLimit), fmt.Sprintf(`"per-minute";r=0;t=%d`, ratelimit.CeilSeconds(d)); len(got) != 1 || got[0] != want {
 		t.Errorf("refusal's ratelimit trailer = %q, want %q", got, want)
 	}
 

@@ -3,8 +3,6 @@ package grpclimit
 import (
 	"context"
 	"errors"
-	"strconv"
-	"strings"
 	"time"
 	"unsafe"
 
@@ -14,7 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/rategate/rategate/internal/exact"
+	"github.com/rategate/rategate/internal/ratelimit"
 	"github.com/rategate/rategate/limiter"
 )
 
@@ -121,50 +119,31 @@ func serverRetryInfo(err error) (time.Duration, bool) {
 	return 0, false
 }
 
-// quoteString returns s as a structured-field String (RFC 9651 §3.3.3):
-// for printable ASCII, which Options.Policy is, that is strconv.Quote's
-// form (in double quotes, '"' and '\' escaped, nothing else).
-func quoteString(s string) string { return strconv.Quote(s) }
-
-// quotaMetadata returns the ratelimit-policy and ratelimit metadata of q in
-// the syntax of draft-ietf-httpapi-ratelimit-headers, as package httplimit
-// sends them in HTTP:
+// quotaMetadata returns the ratelimit-policy and ratelimit metadata of
+// ps, as package httplimit sends the RateLimit-Policy and RateLimit fields
+// in HTTP (see its documentation, "What the fields promise"):
 //
 //	ratelimit-policy: "default";q=100;w=60
 //	ratelimit: "default";r=50;t=30
 //
-// w and t are whole seconds: a window of another length is advertised as
-// the whole seconds that hold it, with the quota scaled to the same rate.
-// A concurrency limit has no window and counts "concurrent-requests". For
+// w and t are whole seconds: a window of another length is stated over
+// the fewest whole seconds that make the rate exact, a token bucket's
+// burst is its burst parameter, and a concurrency limit counts
+// "concurrent-requests". Each member of a limiter of several policies is
+// a policy of its own; ratelimit states the most constrained, ps[mc]. For
 // a refusal (retry > 0), t is retry, rounded up.
-func quotaMetadata(quoted string, q limiter.Quota, retry time.Duration) metadata.MD {
+func quotaMetadata(quoted string, ps []ratelimit.Quota, mc int, retry time.Duration) metadata.MD {
 	// One allocation holds both values and the slices the metadata keeps
-	// them in (a long policy name moves the bytes to a second one).
+	// them in (a long policy name, or several policies, move the bytes to
+	// a second one).
 	f := new(quotaFields)
-	buf := f.buf[:0]
-	buf = append(buf, quoted...)
-	buf = append(buf, ";q="...)
-	if q.Window > 0 {
-		w, quota := wholeWindow(q.Limit, q.Window)
-		buf = strconv.AppendInt(buf, quota, 10)
-		buf = append(buf, ";w="...)
-		buf = strconv.AppendInt(buf, w, 10)
-	} else {
-		buf = strconv.AppendInt(buf, q.Limit, 10)
-		buf = append(buf, `;qu="concurrent-requests"`...)
-	}
+	buf := ratelimit.AppendPolicy(f.buf[:0], quoted, ps)
 	policyEnd := len(buf)
-	buf = append(buf, quoted...)
-	buf = append(buf, ";r="...)
-	buf = strconv.AppendInt(buf, q.Remaining, 10)
-	t := ceilSeconds(q.Reset)
+	var secs int64
 	if retry > 0 {
-		t = max(ceilSeconds(retry), 1)
+		secs = max(ratelimit.CeilSeconds(retry), 1)
 	}
-	if q.Window > 0 || retry > 0 {
-		buf = append(buf, ";t="...)
-		buf = strconv.AppendInt(buf, t, 10)
-	}
+	buf = ratelimit.AppendLimit(buf, quoted, ps, mc, secs)
 	// The bytes are never written again, so the strings can share them.
 	s := unsafe.String(unsafe.SliceData(buf), len(buf))
 	f.vals = [2]string{s[:policyEnd], s[policyEnd:]}
@@ -175,91 +154,4 @@ func quotaMetadata(quoted string, q limiter.Quota, retry time.Duration) metadata
 type quotaFields struct {
 	vals [2]string
 	buf  [112]byte
-}
-
-// ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return exact.CeilDiv(int64(d), int64(time.Second))
-}
-
-// wholeWindow returns the whole seconds w that hold window, and the quota
-// over w seconds at the rate limit/window, rounded down (at least 1).
-func wholeWindow(limit int64, window time.Duration) (w, quota int64) {
-	w = ceilSeconds(window)
-	if time.Duration(w)*time.Second == window || limit <= 0 || w > 1<<62/int64(time.Second) {
-		return w, limit
-	}
-	scaled, ok := exact.MulDiv(limit, w*int64(time.Second), int64(window))
-	if !ok {
-		return w, limit
-	}
-	return w, max(scaled, 1)
-}
-
-// parseRateLimit reads ratelimit metadata: a list of items
-// `"policy";r=50;t=30` (t optional), in one or more values. It returns the
-// item with the least quota remaining (of those with as little, the
-// longest t), and false when the field is absent or any item is malformed:
-// a malformed field is ignored, as the draft says.
-func parseRateLimit(vals []string) (r, t int64, ok bool) {
-	for _, v := range vals {
-		for v != "" {
-			var ir, it int64
-			var iok bool
-			ir, it, v, iok = nextLimitItem(v)
-			if !iok {
-				return 0, 0, false
-			}
-			if !ok || ir < r || (ir == r && it > t) {
-				r, t, ok = ir, it, true
-			}
-		}
-	}
-	return r, t, ok
-}
-
-// nextLimitItem reads the first item of a list `"policy";r=50;t=30, ...`
-// and returns its r and t and the rest of the list.
-func nextLimitItem(v string) (r, t int64, rest string, ok bool) {
-	v = strings.TrimLeft(v, " \t")
-	if len(v) < 2 || v[0] != '"' {
-		return 0, 0, "", false
-	}
-	i := 1
-	for ; i < len(v) && v[i] != '"'; i++ {
-		if v[i] == '\\' {
-			i++
-		}
-	}
-	if i >= len(v) {
-		return 0, 0, "", false
-	}
-	params, rest, _ := strings.Cut(v[i+1:], ",")
-	hasR, first := false, true
-	for p := range strings.SplitSeq(params, ";") {
-		name, val, _ := strings.Cut(strings.TrimSpace(p), "=")
-		if first {
-			if name != "" {
-				return 0, 0, "", false // text between the policy and its parameters
-			}
-			first = false
-			continue
-		}
-		if name != "r" && name != "t" {
-			continue // other parameters (pk, comments) say nothing here
-		}
-		n, err := strconv.ParseInt(val, 10, 64)
-		if err != nil || n < 0 {
-			return 0, 0, "", false
-		}
-		if name == "r" {
-			r, hasR = n, true
-		} else {
-			t = n
-		}
-	}
-	return r, t, rest, hasR
 }

@@ -37,6 +37,20 @@
 // Legacy X-RateLimit-* fields are an option. [Options].OnDecision sees every
 // decision, for metrics and logs; the package keeps no global state.
 //
+// # Quota and capacity: 429 and 503
+//
+// The limiters above are quotas: they say what a client (or all of them)
+// may ask for, and a request over its quota is 429 Too Many Requests. A
+// server past its own capacity sheds load instead: [Options].Shed takes a
+// limiter of the requests the server takes on at once, typically an
+// adaptive.ConcurrencyLimiter, whose limit follows what keeps the
+// handler's latency near its latency unloaded. A request its quota
+// granted and Shed refuses is 503 Service Unavailable with Retry-After,
+// and carries no RateLimit field: its quota was not the reason. The
+// middleware reports each served request's outcome (from the status the
+// handler answers: 429 and 503 are throttled, another 5xx failed) and
+// latency to its leases, so that adaptive limiters learn from the handler.
+//
 // # What the fields promise
 //
 // The fields count whole seconds, so they state what the limiter enforces
@@ -106,5 +120,10 @@
 // RateLimit fields of drafts -06 to -11, X-RateLimit-* with a Unix or a
 // relative reset), sending no more than what they leave and spreading the
 // rest at the pace of the server's policy, so that the server does not
-// have to refuse it.
+// have to refuse it. A host that pushes back without stating anything (a
+// plain 429 or 503, a timeout) gets a rate the Transport learns from its
+// answers, down at once when it throttles and up while it takes what it is
+// sent: a zero Transport in a crawler limits nothing until a host pushes
+// back, then keeps each host near its capacity, which [Transport.Limits]
+// reports.
 package httplimit

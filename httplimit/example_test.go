@@ -1,14 +1,17 @@
 package httplimit_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"sync"
 	"time"
 
+	"github.com/rategate/rategate/adaptive"
 	"github.com/rategate/rategate/httplimit"
 	"github.com/rategate/rategate/limiter"
 )
@@ -134,4 +137,62 @@ func ExampleKeyedLog() {
 	// [2001:db8:0:2::1]:443 200
 	// [2001:db8:0:3::1]:443 429
 	// clients held: 1 dropped by Prune: 0
+}
+
+// A crawler's client: a zero Transport sends as fast as it is asked until a
+// host pushes back, then keeps to a rate it learns from the host's answers.
+// Here the host answers 429, and states nothing, above 50 requests a
+// second; Limits says what the Transport found.
+func ExampleTransport_Limits() {
+	bucket, _ := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(50, time.Second), Burst: 5})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if !bucket.TryAcquire(1).Granted() {
+			w.WriteHeader(http.StatusTooManyRequests) // no Retry-After, no RateLimit field
+		}
+	}))
+	defer srv.Close()
+
+	tr := &httplimit.Transport{Base: srv.Client().Transport}
+	client := &http.Client{Transport: tr}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
+				resp, err := client.Do(req)
+				if err != nil {
+					return
+				}
+				resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	lim, _ := tr.Limits(srv.Listener.Addr().String())
+	fmt.Println("stated:", lim.Stated, "learned a rate:", !lim.Learned.IsZero())
+	// Output: stated: false learned a rate: true
+}
+
+// Shedding load: an adaptive.ConcurrencyLimiter as Shed keeps the requests
+// in flight near what the handler serves without queueing (here it may
+// not go above 1); a request past it is answered 503 with Retry-After.
+func ExampleNew_shed() {
+	shed, _ := adaptive.NewConcurrencyLimiter(adaptive.ConcurrencyOptions{Floor: 1, Ceiling: 1})
+	m, _ := httplimit.New(httplimit.Options{Shed: shed})
+	busy, done := make(chan struct{}), make(chan struct{})
+	h := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		close(busy)
+		<-done
+	}))
+	var wg sync.WaitGroup
+	wg.Go(func() { h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil)) })
+	<-busy
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	close(done)
+	wg.Wait()
+	fmt.Println(w.Code, "Retry-After:", w.Header().Get("Retry-After"))
+	// Output: 503 Retry-After: 1
 }

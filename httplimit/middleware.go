@@ -1,13 +1,16 @@
 package httplimit
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
-	"strings"
 	"time"
 
+	"github.com/rategate/rategate/internal/ratelimit"
 	"github.com/rategate/rategate/limiter"
 )
 
@@ -16,6 +19,7 @@ import (
 // Middleware may wrap many handlers, which then share its limits.
 type Middleware struct {
 	lim    limiter.Limiter
+	shed   limiter.Limiter
 	perKey func(string) limiter.Limiter
 	keyed  KeyedLimiter
 	key    KeyFunc
@@ -37,7 +41,7 @@ func New(o Options) (*Middleware, error) {
 		return nil, err
 	}
 	m := &Middleware{
-		lim: o.Limiter, perKey: o.PerKey, keyed: o.Keyed, key: o.Key, cost: o.Cost, wait: o.Wait,
+		lim: o.Limiter, shed: o.Shed, perKey: o.PerKey, keyed: o.Keyed, key: o.Key, cost: o.Cost, wait: o.Wait,
 		noHeaders: o.NoHeaders, legacy: o.LegacyHeaders, fullStatus: o.QueueFullStatus,
 		onRefuse: o.OnRefuse, onDecision: o.OnDecision,
 	}
@@ -50,11 +54,7 @@ func New(o Options) (*Middleware, error) {
 	if m.onRefuse == nil {
 		m.onRefuse = writeRefusal
 	}
-	name := o.Policy
-	if name == "" {
-		name = "default"
-	}
-	m.quoted = quoteString(name)
+	m.quoted = ratelimit.PolicyName(o.Policy)
 	return m, nil
 }
 
@@ -136,13 +136,8 @@ func (t *target) foresee(n int) (time.Duration, bool) {
 	return 0, false
 }
 
-// quotaAppender is implemented by a limiter made of several policies, such
-// as a chain: it appends one Quota per member.
-type quotaAppender interface {
-	AppendQuotas(dst []limiter.Quota) []limiter.Quota
-}
-
-// keyedQuotaAppender is quotaAppender for one key of a KeyedLimiter.
+// keyedQuotaAppender is implemented by a KeyedLimiter whose keys' limiters
+// are made of several policies: it appends one Quota per member of key's.
 type keyedQuotaAppender interface {
 	AppendQuotas(key string, dst []limiter.Quota) []limiter.Quota
 }
@@ -150,64 +145,34 @@ type keyedQuotaAppender interface {
 // policies appends to dst the quota of each of t's policies: one, or one
 // per member of a limiter that appends several (none when the limiter
 // cannot say).
-func (t *target) policies(dst []policyQuota) []policyQuota {
-	var qs []limiter.Quota
+func (t *target) policies(dst []ratelimit.Quota) []ratelimit.Quota {
 	switch {
 	case t.known:
-		return appendPolicy(dst, t.quota, nil)
-	case t.keyed != nil:
-		if a, ok := t.keyed.(keyedQuotaAppender); ok {
-			qs = a.AppendQuotas(t.key, nil)
-		} else if q, ok := t.keyed.(keyedQuoter); ok {
-			return appendPolicy(dst, q.Quota(t.key), t.continuous)
-		}
-	default:
-		if a, ok := t.lim.(quotaAppender); ok {
-			qs = a.AppendQuotas(nil)
-		} else {
-			q, _ := limiter.QuotaOf(t.lim)
-			return appendPolicy(dst, q, t.continuous)
-		}
+		return ratelimit.Append(dst, t.quota, false)
+	case t.keyed == nil:
+		return ratelimit.AppendQuotas(dst, t.lim)
 	}
-	for _, q := range qs {
-		dst = appendPolicy(dst, q, nil)
+	if a, ok := t.keyed.(keyedQuotaAppender); ok {
+		for _, q := range a.AppendQuotas(t.key, nil) {
+			dst = ratelimit.Append(dst, q, false)
+		}
+		return dst
+	}
+	if q, ok := t.keyed.(keyedQuoter); ok {
+		quota := q.Quota(t.key)
+		return ratelimit.Append(dst, quota, quota.Limit > 1 && quota.Window > 0 && t.keyedContinuous())
 	}
 	return dst
 }
 
-// appendPolicy appends q unless it is the zero Quota; continuous, if not
-// nil, says whether its permits come back continuously (a token bucket),
-// so that its burst is stated.
-func appendPolicy(dst []policyQuota, q limiter.Quota, continuous func() bool) []policyQuota {
-	if q == (limiter.Quota{}) {
-		return dst
-	}
-	p := policyQuota{Quota: q}
-	if q.Limit > 1 && q.Window > 0 && continuous != nil && continuous() {
-		p.burst = q.Limit
-	}
-	return append(dst, p)
-}
-
-// continuous reports whether t's permits come back continuously, one at a
-// time, as a token bucket's do: whether it is a limiter.Foreseer that can
-// foresee.
-func (t *target) continuous() bool {
-	if t.keyed != nil {
-		switch k := t.keyed.(type) {
-		case *limiter.KeyedTokenBucket[string]:
-			return true
-		case keyedForeseer:
-			_, ok := k.Foresee(t.key, 0)
-			return ok
-		}
-		return false
-	}
-	switch l := t.lim.(type) {
-	case *limiter.TokenBucket:
+// keyedContinuous reports whether the permits of t's key come back
+// continuously, one at a time, as a token bucket's do.
+func (t *target) keyedContinuous() bool {
+	switch k := t.keyed.(type) {
+	case *limiter.KeyedTokenBucket[string]:
 		return true
-	case limiter.Foreseer:
-		_, ok := l.Foresee(0)
+	case keyedForeseer:
+		_, ok := k.Foresee(t.key, 0)
 		return ok
 	}
 	return false
@@ -215,11 +180,11 @@ func (t *target) continuous() bool {
 
 // setQuota sets d.Quota to the most constrained of ps and returns its
 // index.
-func setQuota(d *Decision, ps []policyQuota) int {
+func setQuota(d *Decision, ps []ratelimit.Quota) int {
 	if len(ps) == 0 {
 		return 0
 	}
-	mc := mostConstrained(ps)
+	mc := ratelimit.MostConstrained(ps)
 	d.Quota = ps[mc].Quota
 	return mc
 }
@@ -236,12 +201,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if t.none() || d.Cost == 0 {
-		m.serve(w, r, h.next, &d, &t, limiter.Lease{})
+		m.admit(w, r, h.next, &d, &t, limiter.Lease{})
 		return
 	}
 	lease, err := m.take(r, &t, &d)
 	if err == nil {
-		m.serve(w, r, h.next, &d, &t, lease)
+		m.admit(w, r, h.next, &d, &t, lease)
 		return
 	}
 	d.Err = err
@@ -253,8 +218,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	limited := d.Outcome == Limited || d.Outcome == QueueFull
-	var buf [2]policyQuota
-	var ps []policyQuota
+	var buf [2]ratelimit.Quota
+	var ps []ratelimit.Quota
 	if limited {
 		ps = t.policies(buf[:0]) // not after a failure: the limiter could not decide
 	}
@@ -328,23 +293,125 @@ func (m *Middleware) classify(r *http.Request, d *Decision, l limiter.Lease) {
 	}
 }
 
-// serve sets the RateLimit fields, reports the decision and calls next.
-func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler, d *Decision, t *target, l limiter.Lease) {
+// admit takes a permit of Shed for a request its quota granted (l), and
+// serves it, or sheds it.
+func (m *Middleware) admit(w http.ResponseWriter, r *http.Request, next http.Handler, d *Decision, t *target, l limiter.Lease) {
+	var shed limiter.Lease
+	if m.shed != nil {
+		if shed = m.shed.TryAcquire(1); !shed.Granted() {
+			l.Release()
+			m.shedOne(w, r, d, shed)
+			return
+		}
+	}
+	m.serve(w, r, next, d, t, l, shed)
+}
+
+// shedOne answers a request Shed refused (lease): 503 with Retry-After.
+func (m *Middleware) shedOne(w http.ResponseWriter, r *http.Request, d *Decision, lease limiter.Lease) {
+	d.Outcome, d.Status, d.Err = Shed, http.StatusServiceUnavailable, lease.Err()
+	if d.Err == nil {
+		d.Err = limiter.ErrLimited
+	}
+	d.RetryAfter = max(lease.RetryAfter(), time.Second)
+	m.setFields(w.Header(), nil, 0, ratelimit.CeilSeconds(d.RetryAfter))
+	if m.onDecision != nil {
+		m.onDecision(r, *d)
+	}
+	m.onRefuse(w, r, *d)
+}
+
+// serve sets the RateLimit fields, reports the decision, calls next, and
+// reports its outcome and latency to the request's leases (the quota's l
+// and Shed's shed) when a limiter that may learn from them holds one.
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler, d *Decision, t *target, l, shed limiter.Lease) {
+	defer shed.Release()
 	defer l.Release()
 	if !t.none() && (!m.noHeaders || m.legacy || m.onDecision != nil) {
-		var buf [2]policyQuota
+		var buf [2]ratelimit.Quota
 		ps := t.policies(buf[:0])
 		m.setFields(w.Header(), ps, setQuota(d, ps), 0)
 	}
 	if m.onDecision != nil {
 		m.onDecision(r, *d)
 	}
-	next.ServeHTTP(w, r)
+	if !shed.Granted() && (t.lim == nil || !l.Granted()) {
+		next.ServeHTTP(w, r) // a Keyed quota, or none: nothing learns
+		return
+	}
+	rec := &statusRecorder{ResponseWriter: w}
+	start := time.Now()
+	next.ServeHTTP(rec, r)
+	o, latency := handlerOutcome(rec.status), time.Since(start)
+	shed.Report(o, latency)
+	l.Report(o, latency)
+}
+
+// handlerOutcome is what the status a handler answered says of its
+// request: 429 and 503 are Throttled (the handler, or what it depends on,
+// is over its capacity), another 5xx Failed (it says nothing of
+// capacity), anything else Succeeded.
+func handlerOutcome(status int) limiter.Outcome {
+	switch {
+	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
+		return limiter.Throttled
+	case status >= 500:
+		return limiter.Failed
+	}
+	return limiter.Succeeded
+}
+
+// statusRecorder records the status a handler answers (0 until it writes
+// one; a handler that writes nothing answers 200). Unwrap lets
+// http.ResponseController reach what it wraps; Flush, Hijack and
+// ReadFrom pass through to it.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusRecorder) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code // 1xx are informational: the status comes after
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusRecorder) Write(b []byte) (int, error) {
+	w.wrote()
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusRecorder) wrote() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+}
+
+// Unwrap returns the ResponseWriter w wraps, for http.ResponseController.
+func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush flushes what w wraps, if it can.
+func (w *statusRecorder) Flush() {
+	w.wrote()
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Hijack hijacks the connection of what w wraps, if it can.
+func (w *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}
+
+// ReadFrom copies from r with what w wraps (with its ReadFrom, a file's
+// sendfile, when it has one).
+func (w *statusRecorder) ReadFrom(r io.Reader) (int64, error) {
+	w.wrote()
+	return io.Copy(w.ResponseWriter, r)
 }
 
 // refuse sets Retry-After (for a refusal over the limit) and the RateLimit
 // fields, reports the decision and writes the refusal.
-func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, d *Decision, ps []policyQuota, limited bool) {
+func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, d *Decision, ps []ratelimit.Quota, limited bool) {
 	if limited {
 		mc := setQuota(d, ps)
 		secs := int64(0)
@@ -354,7 +421,7 @@ func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, d *Decision,
 				// quota is whole again, or a second.
 				d.RetryAfter = d.Quota.Reset
 			}
-			secs = max(ceilSeconds(d.RetryAfter), 1)
+			secs = max(ratelimit.CeilSeconds(d.RetryAfter), 1)
 		} else {
 			d.RetryAfter = 0
 		}
@@ -386,19 +453,4 @@ func statusLine(code int) []byte {
 		return line429
 	}
 	return []byte(http.StatusText(code) + "\n")
-}
-
-// quoteString returns s as a structured-field String (RFC 9651 §3.3.3): in
-// double quotes, with '"' and '\' escaped. s is printable ASCII.
-func quoteString(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		if s[i] == '"' || s[i] == '\\' {
-			b.WriteByte('\\')
-		}
-		b.WriteByte(s[i])
-	}
-	b.WriteByte('"')
-	return b.String()
 }

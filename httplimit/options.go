@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/rategate/rategate/internal/ratelimit"
 	"github.com/rategate/rategate/limiter"
 )
 
@@ -15,6 +16,19 @@ type Options struct {
 	// Limiter is one limit for every request (a server-wide rate, or a
 	// limiter.Concurrency capping the requests in flight). Set at most one
 	// of Limiter, PerKey and Keyed.
+	//
+	// The outcome and latency of each request served are reported to the
+	// lease of Limiter or PerKey's limiter (and of Shed), with
+	// limiter.Lease.Report, so that adaptive limiters learn from the
+	// handler: the status the handler answers says which (429 or 503:
+	// limiter.Throttled, the handler or what it depends on is over its
+	// capacity; another 5xx: limiter.Failed, which says nothing of
+	// capacity; anything else: limiter.Succeeded), and the latency is the
+	// handler's time. To see the status the middleware wraps the
+	// ResponseWriter (its Unwrap serves http.ResponseController; Flush,
+	// Hijack and ReadFrom pass through), with one allocation. Keyed's
+	// leases (fixed algorithms per key) are reported to only when Shed is
+	// set; without Shed, a request under Keyed costs nothing of this.
 	Limiter limiter.Limiter
 	// PerKey returns the limiter of a key (see Key): one limit per client,
 	// API key or route, such as a limiter.Keyed's or KeyedTokenBucket's For,
@@ -48,6 +62,19 @@ type Options struct {
 	// request without one). 0 refuses at once what TryAcquire does not
 	// grant.
 	Wait time.Duration
+	// Shed, if set, limits the requests the server takes on at once, to
+	// shed load past its capacity: typically an adaptive.ConcurrencyLimiter,
+	// whose limit follows what keeps the handler's latency near its
+	// latency unloaded. A request its quota (Limiter, PerKey or Keyed)
+	// granted then takes one permit of Shed, at once (TryAcquire: a
+	// request never queues for capacity), held until the handler returns;
+	// one that Shed refuses is answered 503 Service Unavailable with
+	// Retry-After (Shed's RetryAfter, at least 1 s) and no RateLimit field,
+	// as the server's capacity, not the client's quota, refused it (its
+	// quota's permits are spent, as for any request the server received).
+	// The outcome and latency of each request served are reported to
+	// Shed's lease (see Options.Limiter).
+	Shed limiter.Limiter
 
 	// Policy names the quota policy in the RateLimit-Policy and RateLimit
 	// fields; the default is "default" (and "default-1", "default-2", ...
@@ -69,7 +96,7 @@ type Options struct {
 	// OnRefuse writes the response to a request that is not served:
 	// d.Status says which (429, QueueFullStatus, 400 when the key cannot be
 	// found, 503 when the limiter fails, as when it is closed or its store
-	// cannot be reached, 500 for a negative cost). Retry-After and the
+	// cannot be reached, or when Shed refuses, 500 for a negative cost). Retry-After and the
 	// RateLimit fields are set when it is called. The default writes
 	// d.Status and its status text, as http.Error does.
 	OnRefuse func(w http.ResponseWriter, r *http.Request, d Decision)
@@ -113,10 +140,8 @@ func (o *Options) validate() error {
 	default:
 		return &limiter.OptionError{Field: "QueueFullStatus", Problem: fmt.Sprintf("%d is neither 429 nor 503", o.QueueFullStatus)}
 	}
-	for i := 0; i < len(o.Policy); i++ {
-		if c := o.Policy[i]; c < 0x20 || c > 0x7e {
-			return &limiter.OptionError{Field: "Policy", Problem: fmt.Sprintf("%q holds a byte that is not printable ASCII", o.Policy)}
-		}
+	if ratelimit.CheckPolicyName(o.Policy) >= 0 {
+		return &limiter.OptionError{Field: "Policy", Problem: fmt.Sprintf("%q holds a byte that is not printable ASCII", o.Policy)}
 	}
 	return nil
 }
@@ -138,11 +163,15 @@ const (
 	// cost was negative, or the limiter failed (closed, its store
 	// unreachable, no limiter for the key).
 	Failed
+	// Shed: granted by its quota, refused by Options.Shed: the server was
+	// at its capacity (503 Service Unavailable).
+	Shed
 )
 
-var outcomeNames = [...]string{"served", "limited", "queue full", "gone", "failed"}
+var outcomeNames = [...]string{"served", "limited", "queue full", "gone", "failed", "shed"}
 
-// String returns "served", "limited", "queue full", "gone" or "failed".
+// String returns "served", "limited", "queue full", "gone", "failed" or
+// "shed".
 func (o Outcome) String() string {
 	if o >= 0 && int(o) < len(outcomeNames) {
 		return outcomeNames[o]

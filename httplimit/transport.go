@@ -5,14 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/rategate/rategate/internal/precise"
+	"github.com/rategate/rategate/internal/ratelimit"
 	"github.com/rategate/rategate/limiter"
 )
 
@@ -38,9 +38,11 @@ var ErrBlocked = errors.New("httplimit: the host takes no request for longer tha
 //     request's context allows. A permit of a limiter that takes permits
 //     back (limiter.Concurrency) is released when the response body is
 //     closed, so it caps the requests in flight. The lease is told the
-//     response's outcome (Lease.Report: throttled for a 429 or 503,
-//     succeeded or failed otherwise, with the latency), so an adaptive
-//     limiter given as PerHost learns from each host's answers.
+//     response's outcome (Lease.Report: throttled for a 429 or 503, or
+//     for a request that timed out; succeeded or failed otherwise, with
+//     the latency), so an adaptive limiter given as PerHost (say an
+//     adaptive.ConcurrencyLimiter per host, which follows latency) learns
+//     from each host's answers.
 //   - After a 429 or 503 response with Retry-After (delay seconds or an
 //     HTTP date; a delay too large to count means a very long time), it
 //     sends no request to that host before that time, also to requests
@@ -58,6 +60,19 @@ var ErrBlocked = errors.New("httplimit: the host takes no request for longer tha
 //     many go at once at that pace. Without a policy it waits for the time
 //     the server gives and then sends one request, whose response says
 //     what is allowed next.
+//   - A host that pushes back without stating its limits (a 429 or 503,
+//     or a request that times out, with no RateLimit field of any
+//     dialect) gets a rate learned from its answers: an
+//     adaptive.RateLimiter between Learn.Floor and Learn.Ceiling, which
+//     every later request to that host takes a permit from, and which
+//     starts at the rate of the responses the host gave over the last
+//     second. It comes down at once when the host throttles, climbs while
+//     the host takes what it is sent, and follows a host whose capacity
+//     moves (see package adaptive); it keeps about 0.3% of requests
+//     throttled while the capacity holds still. What a host states wins:
+//     from the first response that states limits, the learned rate is
+//     dropped and the statement kept to. Until a host pushes back, the
+//     Transport limits nothing; Learn.Off turns learning off.
 //   - It retries a refused request (429 or 503 with Retry-After) up to
 //     Retries times, after waiting out the Retry-After, when the request
 //     can be replayed: its method is idempotent (GET, HEAD, OPTIONS, TRACE,
@@ -81,7 +96,12 @@ var ErrBlocked = errors.New("httplimit: the host takes no request for longer tha
 //
 // What it learns is kept per host, not per route: a server that gives its
 // routes different policies is best called through one Transport per
-// policy. A request whose wait would outlast its context's deadline fails
+// policy. It keeps what it learned of at most MaxHosts hosts (plus those
+// with requests under way): beyond that, the least recently used host is
+// forgotten (its learned rate, limits and Retry-After), and is learned
+// afresh if it comes back. A host's state takes about 340 bytes with a
+// stated policy, 1.35 KB with a learned rate: at most about 5.5 MB with
+// the default MaxHosts. A request whose wait would outlast its context's deadline fails
 // at once with an error for which errors.Is(err, context.DeadlineExceeded)
 // holds, and one whose host takes no request for longer than MaxRetryWait
 // fails at once with ErrBlocked. The zero Transport uses
@@ -103,44 +123,93 @@ type Transport struct {
 	// MaxRetryWait is the longest Retry-After waited out to retry, and the
 	// longest a request waits for its host: 0 means DefaultMaxRetryWait.
 	MaxRetryWait time.Duration
+	// Learn configures the rates learned for hosts that push back without
+	// stating their limits.
+	Learn LearnOptions
+	// MaxHosts caps the hosts whose limits are kept: 0 means
+	// DefaultMaxHosts.
+	MaxHosts int
 
-	mu    sync.Mutex
-	hosts map[string]*hostState
+	once  sync.Once
+	hosts *ratelimit.Hosts
+	err   error // of the options
 }
 
-// hostState is what a Transport knows of one host's limits.
-//
-// Each response's r says the host could take r more requests when it
-// answered; of the requests sent since, those answered before that
-// response's request was sent were counted in r, the others may not have
-// been. So the host can take at least r + 1 + answeredAtSend - sent more,
-// and time only adds to that (windows pass, buckets refill): sent may
-// reach the largest such cap. When it has, a request goes at the policy's
-// pace, or once the time the last response gave for more quota has come.
-type hostState struct {
-	notBefore time.Time // Retry-After: no request before this
-	sent      int64     // requests sent to the host
-	answered  int64     // of which answered (or failed)
-	known     bool      // the host states limits
-	quotas    []policyCap
-	probing   bool // one request out beyond a cap, to learn more
-	pace      time.Duration
-	burst     int64     // requests that may go at once at the policy's pace
-	tat       time.Time // with pace: no request at the policy's pace before tat - (burst-1)*pace
-	maxFlight int64     // a concurrent-requests policy's quota (0: none)
-	changed   chan struct{}
+// DefaultMaxHosts is Transport.MaxHosts when it is 0.
+const DefaultMaxHosts = ratelimit.DefaultMaxHosts
+
+// The bounds of the learned rates when LearnOptions leaves them zero: 1
+// request a second, and 10,000.
+var (
+	DefaultLearnFloor   = ratelimit.DefaultFloor
+	DefaultLearnCeiling = ratelimit.DefaultCeiling
+)
+
+// LearnOptions configures the rates a Transport learns for the hosts that
+// push back without stating their limits. The zero LearnOptions learns,
+// between DefaultLearnFloor and DefaultLearnCeiling.
+type LearnOptions struct {
+	// Off learns nothing: such a host is held back only by its
+	// Retry-After and by the Transport's own limiters.
+	Off bool
+	// Floor is the lowest learned rate: however often a host throttles,
+	// requests go at least this fast (and Retry-After still holds them
+	// back). The zero Rate means DefaultLearnFloor.
+	Floor limiter.Rate
+	// Ceiling is the highest learned rate. The zero Rate means
+	// DefaultLearnCeiling, or Floor when that is higher.
+	Ceiling limiter.Rate
 }
 
-// ticket is what a sent request remembers for its response.
-type ticket struct {
-	answeredAtSend int64 // responses received before it was sent
-	probe          bool
-	sentAt         time.Time
+// state returns the Transport's hosts, made on first use, or the error of
+// its options.
+func (t *Transport) state() (*ratelimit.Hosts, error) {
+	t.once.Do(func() {
+		if t.MaxHosts < 0 {
+			t.err = &limiter.OptionError{Field: "MaxHosts", Problem: fmt.Sprintf("%d is negative", t.MaxHosts)}
+			return
+		}
+		cfg := ratelimit.Config{MaxHosts: t.MaxHosts, Learn: !t.Learn.Off, Floor: t.Learn.Floor, Ceiling: t.Learn.Ceiling}
+		if t.err = ratelimit.CheckLearn(&cfg); t.err != nil {
+			var oe *limiter.OptionError
+			if errors.As(t.err, &oe) {
+				t.err = &limiter.OptionError{Field: "Learn." + oe.Field, Problem: oe.Problem}
+			}
+			return
+		}
+		t.hosts = ratelimit.NewHosts(cfg)
+	})
+	return t.hosts, t.err
 }
 
-// maxHosts is how many hosts a Transport keeps state for before it drops
-// those with nothing to remember.
-const maxHosts = 1024
+// HostLimits is what a Transport knows of one host's limits; see
+// Transport.Limits.
+type HostLimits struct {
+	// Stated: the host states its limits in its responses, and the
+	// Transport keeps to them.
+	Stated bool
+	// Pace is the spacing of the stated policy (w/q: q requests per w
+	// seconds), 0 when the host states none.
+	Pace time.Duration
+	// Learned is the rate learned from the host's pushback while it
+	// states nothing; the zero Rate when none was learned.
+	Learned limiter.Rate
+	// NotBefore is the time before which the host asked for no request
+	// (Retry-After); the zero Time when it asked for none, or that time
+	// has passed.
+	NotBefore time.Time
+}
+
+// Limits returns what t knows of host's limits ("host" or "host:port", as
+// in the request URL), and false when it keeps nothing of the host.
+func (t *Transport) Limits(host string) (HostLimits, bool) {
+	hs, err := t.state()
+	if err != nil {
+		return HostLimits{}, false
+	}
+	in, ok := hs.Info(host)
+	return HostLimits{Stated: in.Stated, Pace: in.Pace, Learned: in.Learned, NotBefore: in.NotBefore}, ok
+}
 
 // RoundTrip sends r, keeping to the limits; see Transport.
 func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -179,22 +248,19 @@ func (t *Transport) maxRetryWait() time.Duration {
 // send waits for the host and the permits, sends req, and learns from the
 // response.
 func (t *Transport) send(ctx context.Context, req *http.Request, host string) (*http.Response, error) {
+	hs, err := t.state()
+	if err != nil {
+		closeBody(req)
+		return nil, err
+	}
 	// Wait for the host first, so that no permit is held while it is
 	// closed; then for the permits; then for the host again, counting
 	// the request, as what it allows may have changed meanwhile (a
 	// Retry-After learned by another request).
-	if _, err := t.admit(ctx, host, false); err != nil {
-		closeBody(req)
-		return nil, err
-	}
-	leases, err := t.permits(ctx, host)
+	h := hs.Pin(host)
+	tk, leases, err := t.admit(ctx, hs, h, host)
 	if err != nil {
-		closeBody(req)
-		return nil, err
-	}
-	tk, err := t.admit(ctx, host, true)
-	if err != nil {
-		releaseAll(leases)
+		hs.Unpin(h)
 		closeBody(req)
 		return nil, err
 	}
@@ -202,13 +268,12 @@ func (t *Transport) send(ctx context.Context, req *http.Request, host string) (*
 	if base == nil {
 		base = http.DefaultTransport
 	}
+	start := time.Now()
 	resp, err := base.RoundTrip(req)
-	latency := time.Since(tk.sentAt)
-	t.learn(host, tk, resp)
-	outcome := limiter.OutcomeOf(err)
-	if err == nil {
-		outcome = outcomeOf(resp.StatusCode)
-	}
+	now := time.Now()
+	latency := now.Sub(start)
+	outcome := outcomeOf(resp, err)
+	hs.Done(h, tk, response(resp, outcome, now))
 	for _, l := range leases {
 		l.Report(outcome, latency)
 	}
@@ -222,21 +287,74 @@ func (t *Transport) send(ctx context.Context, req *http.Request, host string) (*
 	return resp, nil
 }
 
-// outcomeOf is what a response's status says of the request's fate.
-func outcomeOf(status int) limiter.Outcome {
-	switch {
-	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
-		return limiter.Throttled
-	case status >= 400:
-		return limiter.Failed
+// admit waits until h may be sent a request, takes the request's permits,
+// and counts it as sent.
+func (t *Transport) admit(ctx context.Context, hs *ratelimit.Hosts, h *ratelimit.Host, host string) (ratelimit.Ticket, []limiter.Lease, error) {
+	if _, err := hs.Wait(ctx, h, false, t.maxRetryWait()); err != nil {
+		return ratelimit.Ticket{}, nil, waitError(host, err)
 	}
-	return limiter.Succeeded
+	leases, err := t.permits(ctx, host, hs.Learned(h))
+	if err != nil {
+		return ratelimit.Ticket{}, nil, err
+	}
+	tk, err := hs.Wait(ctx, h, true, t.maxRetryWait())
+	if err != nil {
+		releaseAll(leases)
+		return ratelimit.Ticket{}, nil, waitError(host, err)
+	}
+	return tk, leases, nil
 }
 
-// permits takes a permit from Limiter and from PerHost's limiter.
-func (t *Transport) permits(ctx context.Context, host string) ([]limiter.Lease, error) {
+// waitError is the error of a wait for host that failed with err.
+func waitError(host string, err error) error {
+	var we *ratelimit.WaitError
+	switch {
+	case !errors.As(err, &we):
+		return err // the context's
+	case we.Deadline:
+		return fmt.Errorf("httplimit: %s takes no request for %v, past the context deadline: %w", host, we.Wait, context.DeadlineExceeded)
+	}
+	return fmt.Errorf("%w: %s takes no request for %v", ErrBlocked, host, we.Wait)
+}
+
+// response is what Hosts learns from a response (nil: none came), whose
+// outcome is o.
+func response(resp *http.Response, o limiter.Outcome, now time.Time) ratelimit.Response {
+	r := ratelimit.Response{At: now, Answered: resp != nil, Throttled: o == limiter.Throttled}
+	if resp == nil {
+		return r
+	}
+	r.RetryAfter, r.Refused = retryAfter(resp, now)
+	if r.Stale = fromCache(resp); !r.Stale {
+		f := ratelimit.HeaderFields(resp.Header, false)
+		r.Limits = ratelimit.Read(&f, now)
+	}
+	return r
+}
+
+// outcomeOf is what a response (or the error of a request that got
+// none) says of the request's fate: a 429 or 503, or no response in time
+// (a timeout), is Throttled; another 4xx or 5xx Failed.
+func outcomeOf(resp *http.Response, err error) limiter.Outcome {
+	var ne net.Error
+	switch {
+	case err == nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable):
+		return limiter.Throttled
+	case err == nil && resp.StatusCode >= 400:
+		return limiter.Failed
+	case err == nil:
+		return limiter.Succeeded
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return limiter.Throttled
+	}
+	return limiter.OutcomeOf(err)
+}
+
+// permits takes a permit from Limiter, from PerHost's limiter and from
+// the rate learned for the host (learned, if not nil).
+func (t *Transport) permits(ctx context.Context, host string, learned limiter.Limiter) ([]limiter.Lease, error) {
 	var leases []limiter.Lease
-	for _, lim := range [2]limiter.Limiter{t.Limiter, t.perHost(host)} {
+	for _, lim := range [3]limiter.Limiter{t.Limiter, t.perHost(host), learned} {
 		if lim == nil {
 			continue
 		}
@@ -257,267 +375,6 @@ func (t *Transport) perHost(host string) limiter.Limiter {
 	return t.PerHost(host)
 }
 
-// admit waits until host may be sent a request. With count, it then counts
-// the request as sent and returns its ticket.
-func (t *Transport) admit(ctx context.Context, host string, count bool) (ticket, error) {
-	var timer precise.Timer
-	defer timer.Stop()
-	for {
-		t.mu.Lock()
-		h := t.host(host)
-		now := time.Now()
-		how, wait, changed := h.admit(now)
-		if how != 0 {
-			var tk ticket
-			if count {
-				tk = h.take(how, now)
-			}
-			t.mu.Unlock()
-			return tk, nil
-		}
-		t.mu.Unlock()
-		if err := t.tooLong(ctx, host, wait); err != nil {
-			return ticket{}, err
-		}
-		var at time.Time
-		if wait > 0 {
-			at = now.Add(wait)
-		}
-		// The pace of a server's policy is kept on time: a request late
-		// by a timer's lateness is a request the server allowed and did
-		// not get.
-		if timer.Until(ctx, changed, at, 0) == precise.Done {
-			return ticket{}, ctx.Err()
-		}
-	}
-}
-
-// tooLong fails a wait for host that is longer than MaxRetryWait or would
-// outlast ctx's deadline.
-func (t *Transport) tooLong(ctx context.Context, host string, wait time.Duration) error {
-	switch {
-	case wait > t.maxRetryWait():
-		return fmt.Errorf("%w: %s takes no request for %v", ErrBlocked, host, wait)
-	case wait > 0 && pastDeadline(ctx, wait):
-		return fmt.Errorf("httplimit: %s takes no request for %v, past the context deadline: %w", host, wait, context.DeadlineExceeded)
-	}
-	return nil
-}
-
-// policyCap is what the host's responses say of one of its policies.
-type policyCap struct {
-	name string
-	cap  int64     // sent may reach this
-	more time.Time // when the last response said more quota comes
-}
-
-// maxPolicies bounds the policies a host's state keeps; further ones are
-// not read.
-const maxPolicies = 8
-
-// policy returns the state of the named policy, made if new (nil beyond
-// maxPolicies).
-func (h *hostState) policy(name string) *policyCap {
-	for i := range h.quotas {
-		if h.quotas[i].name == name {
-			return &h.quotas[i]
-		}
-	}
-	if len(h.quotas) == maxPolicies {
-		return nil
-	}
-	h.quotas = append(h.quotas, policyCap{name: name, cap: math.MinInt64})
-	return &h.quotas[len(h.quotas)-1]
-}
-
-// How a request may go: within what responses allow, at the policy's
-// pace, or as the one request that learns what is allowed now.
-type admission uint8
-
-const (
-	allowed admission = iota + 1
-	paced
-	probe
-)
-
-// admit says how a request to h may go at now, or how long it must wait
-// (0: no timer) and which channel to wait on for a response (nil: none).
-func (h *hostState) admit(now time.Time) (admission, time.Duration, <-chan struct{}) {
-	if now.Before(h.notBefore) {
-		return 0, h.notBefore.Sub(now), nil
-	}
-	if h.maxFlight > 0 && h.sent-h.answered >= h.maxFlight {
-		return 0, 0, h.change()
-	}
-	exhausted, more := false, time.Time{}
-	for _, p := range h.quotas {
-		if h.sent >= p.cap {
-			exhausted = true
-			more = maxTime(more, p.more)
-		}
-	}
-	if !h.known || !exhausted {
-		return allowed, 0, nil
-	}
-	next := more
-	if h.pace > 0 && h.sent == h.answered {
-		due := h.tat.Add(-time.Duration(min(h.burst-1, int64(maxWait/h.pace))) * h.pace)
-		if !now.Before(due) {
-			return paced, 0, nil
-		}
-		next = minTime(next, due)
-	}
-	if !now.Before(more) {
-		if !h.probing {
-			return probe, 0, nil
-		}
-		return 0, 0, h.change() // the probe's answer says what comes next
-	}
-	if h.sent > h.answered {
-		return 0, next.Sub(now), h.change()
-	}
-	return 0, next.Sub(now), nil
-}
-
-// take counts a request admitted as a at now as sent.
-func (h *hostState) take(a admission, now time.Time) ticket {
-	tk := ticket{answeredAtSend: h.answered, sentAt: now, probe: a == probe}
-	if tk.probe {
-		h.probing = true
-	}
-	h.sent++
-	return tk
-}
-
-func (h *hostState) change() <-chan struct{} {
-	if h.changed == nil {
-		h.changed = make(chan struct{})
-	}
-	return h.changed
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
-}
-
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
-// host returns host's state, made if new. t.mu is held.
-func (t *Transport) host(host string) *hostState {
-	if h, ok := t.hosts[host]; ok {
-		return h
-	}
-	if t.hosts == nil {
-		t.hosts = make(map[string]*hostState)
-	}
-	if len(t.hosts) >= maxHosts {
-		now := time.Now()
-		for k, h := range t.hosts {
-			if h.idle(now) {
-				delete(t.hosts, k)
-			}
-		}
-	}
-	h := &hostState{}
-	t.hosts[host] = h
-	return h
-}
-
-// idle reports whether h remembers nothing that could hold a request back.
-func (h *hostState) idle(now time.Time) bool {
-	if h.sent != h.answered || now.Before(h.notBefore) || now.Before(h.tat) {
-		return false
-	}
-	for _, p := range h.quotas {
-		if now.Before(p.more) {
-			return false
-		}
-	}
-	return true
-}
-
-// learn records the response to a request sent with tk (resp nil: no
-// response).
-func (t *Transport) learn(host string, tk ticket, resp *http.Response) {
-	now := time.Now()
-	var lim serverLimits
-	if resp != nil && !fromCache(resp) {
-		lim = readLimits(resp.Header, now)
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	h := t.host(host)
-	h.answered++
-	if tk.probe {
-		h.probing = false
-	}
-	if h.changed != nil {
-		close(h.changed)
-		h.changed = nil
-	}
-	if resp == nil {
-		h.owe(now)
-		return
-	}
-	if wait, refused := retryAfter(resp, now); refused && addTime(now, wait).After(h.notBefore) {
-		h.notBefore = addTime(now, wait)
-	}
-	if !lim.known() {
-		if !fromCache(resp) && h.idle(now) {
-			h.known, h.quotas, h.pace, h.maxFlight = false, nil, 0, 0 // the server says no more
-		}
-		h.owe(now)
-		return
-	}
-	h.known = true
-	if lim.pace > 0 {
-		h.pace, h.burst = lim.pace, max(lim.burst, 1)
-	}
-	h.maxFlight = lim.concurrent
-	for _, q := range lim.left {
-		// The requests answered before this one was sent are counted in
-		// q.r; every other request sent so far may not be.
-		if p := h.policy(q.policy); p != nil {
-			p.cap = max(p.cap, satAdd(q.r, tk.answeredAtSend+1))
-			p.more = addTime(now, q.t)
-		}
-	}
-	h.owe(now)
-}
-
-// owe moves the policy's pace on by one request answered at now.
-func (h *hostState) owe(now time.Time) {
-	if h.pace > 0 {
-		if h.tat.Before(now) {
-			h.tat = now
-		}
-		h.tat = addTime(h.tat, h.pace)
-	}
-}
-
-// addTime is t.Add(d), saturating at a time far in the future.
-func addTime(t time.Time, d time.Duration) time.Time {
-	if far := t.Add(maxWait); d >= maxWait || t.Add(d).After(far) {
-		return far
-	}
-	return t.Add(d)
-}
-
-func satAdd(a, b int64) int64 {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
-}
-
 // retryAfter returns the wait a 429 or 503 response asks for with
 // Retry-After, and whether it is such a response. A delay too large to
 // count saturates (RFC 9111's rule for delta-seconds).
@@ -532,9 +389,9 @@ func retryAfter(resp *http.Response, now time.Time) (time.Duration, bool) {
 	if isDigits(v) {
 		secs, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return maxWait, true // too many digits: a very long time
+			return ratelimit.Forever, true // too many digits: a very long time
 		}
-		return seconds(secs), true
+		return ratelimit.Seconds(secs), true
 	}
 	at, err := http.ParseTime(v)
 	if err != nil {
@@ -545,7 +402,7 @@ func retryAfter(resp *http.Response, now time.Time) (time.Duration, bool) {
 
 func isDigits(s string) bool {
 	for i := 0; i < len(s); i++ {
-		if !isDigit(s[i]) {
+		if s[i] < '0' || s[i] > '9' {
 			return false
 		}
 	}

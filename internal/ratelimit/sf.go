@@ -1,4 +1,4 @@
-package httplimit
+package ratelimit
 
 import (
 	"encoding/base64"
@@ -62,7 +62,7 @@ type sfMember struct {
 
 type sfDictMember = sfPair[sfMember]
 
-var errSF = errors.New("httplimit: malformed structured field")
+var errSF = errors.New("ratelimit: malformed structured field")
 
 // param returns the value of parameter key, if present.
 func (it *sfItem) param(key string) (sfBare, bool) {

@@ -1,4 +1,4 @@
-package httplimit
+package ratelimit
 
 import (
 	"bytes"

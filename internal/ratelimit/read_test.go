@@ -1,4 +1,4 @@
-package httplimit
+package ratelimit
 
 import (
 	"math"
@@ -30,7 +30,7 @@ func TestReadLimits(t *testing.T) {
 		{"slowest policy", http.Header{"Ratelimit-Policy": {`"burst";q=100;w=60, "daily";q=1000;w=86400`}}, nil, 86400 * time.Millisecond, 0},
 		{"bytes are no pace", http.Header{"Ratelimit-Policy": {`"b";q=1000;w=1;qu="content-bytes"`}}, nil, 0, 0},
 		{"concurrency", http.Header{"Ratelimit": {`"default";r=3`}, "Ratelimit-Policy": {`"default";q=8;qu="concurrent-requests"`}}, nil, 0, 8},
-		{"t saturates", http.Header{"Ratelimit": {`"default";r=0;t=9223372037`}}, []quotaLeft{{`"default`, 0, maxWait}}, 0, 0},
+		{"t saturates", http.Header{"Ratelimit": {`"default";r=0;t=9223372037`}}, []quotaLeft{{`"default`, 0, Forever}}, 0, 0},
 		{"draft-07", http.Header{"Ratelimit": {`limit=10, remaining=9, reset=1`}, "Ratelimit-Policy": {`10;w=1`}}, []quotaLeft{{"draft-07", 9, sec}}, 100 * time.Millisecond, 0},
 		{"draft-06", http.Header{"Ratelimit-Limit": {`10, 10;w=1`}, "Ratelimit-Remaining": {"4"}, "Ratelimit-Reset": {"2"}}, []quotaLeft{{"draft-06", 4, 2 * sec}}, 100 * time.Millisecond, 0},
 		{"x epoch", http.Header{"X-Ratelimit-Limit": {"60"}, "X-Ratelimit-Remaining": {"7"}, "X-Ratelimit-Reset": {"1700000042"}}, []quotaLeft{{"x-ratelimit", 7, 42 * sec}}, 0, 0},
@@ -47,10 +47,21 @@ func TestReadLimits(t *testing.T) {
 		{"unterminated", http.Header{"Ratelimit": {`"unterminated;r=5`}}, nil, 0, 0},
 		{"x junk", http.Header{"X-Ratelimit-Remaining": {"a few"}, "X-Ratelimit-Reset": {"30"}}, nil, 0, 0},
 	} {
-		got := readLimits(c.h, now)
+		f := HeaderFields(c.h, false)
+		got := Read(&f, now)
 		if !slices.Equal(got.left, c.left) || got.pace != c.pace || got.concurrent != c.conc {
 			t.Errorf("%s: %+v, want left %v pace %v concurrent %d", c.name, got, c.left, c.pace, c.conc)
 		}
+	}
+}
+
+// gRPC metadata, whose keys are lower case, reads as HTTP's fields do.
+func TestReadMetadata(t *testing.T) {
+	md := map[string][]string{"ratelimit": {`"a";r=5;t=1, "b";r=2;t=60`}, "ratelimit-policy": {`"a";q=10;w=1;burst=5`}}
+	f := HeaderFields(md, true)
+	got := Read(&f, time.Now())
+	if want := []quotaLeft{{`"a`, 5, time.Second}, {`"b`, 2, time.Minute}}; !slices.Equal(got.left, want) || got.pace != 100*time.Millisecond || got.burst != 5 {
+		t.Errorf("%+v", got)
 	}
 }
 
@@ -74,13 +85,13 @@ func TestPolicyWindow(t *testing.T) {
 		{1 << 62, 100 * time.Millisecond, 1, 1 << 62, "overflow: the stated limit"},
 		{math.MaxInt64, 1500 * time.Millisecond, 2, math.MaxInt64, "overflow of the quotient"},
 	} {
-		if w, q := policyWindow(c.limit, c.window); w != c.w || q != c.q {
-			t.Errorf("%s: policyWindow(%d, %v) = %d, %d; want %d, %d", c.comment, c.limit, c.window, w, q, c.w, c.q)
+		if w, q := PolicyWindow(c.limit, c.window); w != c.w || q != c.q {
+			t.Errorf("%s: PolicyWindow(%d, %v) = %d, %d; want %d, %d", c.comment, c.limit, c.window, w, q, c.w, c.q)
 		}
 	}
 	for d, want := range map[time.Duration]int64{0: 0, -1: 0, 1: 1, time.Second: 1, time.Second + 1: 2, 2500 * time.Millisecond: 3} {
-		if got := ceilSeconds(d); got != want {
-			t.Errorf("ceilSeconds(%v) = %d, want %d", d, got, want)
+		if got := CeilSeconds(d); got != want {
+			t.Errorf("CeilSeconds(%v) = %d, want %d", d, got, want)
 		}
 	}
 }
@@ -94,7 +105,8 @@ func FuzzReadLimits(f *testing.F) {
 	f.Fuzz(func(t *testing.T, a, b string) {
 		h := http.Header{"Ratelimit": {a}, "Ratelimit-Policy": {b}, "Ratelimit-Remaining": {a}, "Ratelimit-Reset": {b},
 			"X-Ratelimit-Remaining": {a}, "X-Ratelimit-Reset": {b}, "Ratelimit-Limit": {b}}
-		got := readLimits(h, time.Unix(1_700_000_000, 0))
+		fs := HeaderFields(h, false)
+		got := Read(&fs, time.Unix(1_700_000_000, 0))
 		for _, l := range got.left {
 			if l.r < 0 || l.t < 0 {
 				t.Errorf("%q %q: %+v", a, b, got)

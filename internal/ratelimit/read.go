@@ -1,8 +1,7 @@
-package httplimit
+package ratelimit
 
 import (
 	"math"
-	"net/http"
 	"strings"
 	"time"
 )
@@ -25,8 +24,8 @@ import (
 // Every dialect present is read; each says how many requests are left for
 // how long, and the policies say how fast requests may be spread.
 
-// serverLimits is what one response says.
-type serverLimits struct {
+// Limits is what one response says of its host's limits.
+type Limits struct {
 	left []quotaLeft
 	// pace is the spacing at which the server's request policies are
 	// spread (w/q of the slowest): 0 when no policy states a window.
@@ -42,50 +41,85 @@ type serverLimits struct {
 
 // quotaLeft says a policy allows r more requests, and more within t.
 type quotaLeft struct {
-	policy string // the item's name for drafts -08 to -11 (in quotes), else the dialect's
+	policy string // the item's name for drafts -08 to -11 (after a '"'), else the dialect's
 	r      int64
 	t      time.Duration
 }
 
-func (s *serverLimits) known() bool { return len(s.left) > 0 || s.pace > 0 || s.concurrent > 0 }
+// Known reports whether the response stated any limit.
+func (s *Limits) Known() bool { return len(s.left) > 0 || s.pace > 0 || s.concurrent > 0 }
 
-// maxWait is what a wait too long to count saturates to.
-const maxWait = time.Duration(math.MaxInt64)
+// Forever is what a wait too long to count saturates to.
+const Forever = time.Duration(math.MaxInt64)
 
 // defaultReset is the t of a RateLimit item that states none.
 const defaultReset = time.Second
 
-// seconds converts whole seconds to a Duration, saturating.
-func seconds(s int64) time.Duration {
+// Seconds converts whole seconds to a Duration, saturating.
+func Seconds(s int64) time.Duration {
 	if s <= 0 {
 		return 0
 	}
-	if s > int64(maxWait/time.Second) {
-		return maxWait
+	if s > int64(Forever/time.Second) {
+		return Forever
 	}
 	return time.Duration(s) * time.Second
 }
 
-// readLimits reads every dialect of h at now.
-func readLimits(h http.Header, now time.Time) serverLimits {
-	var s serverLimits
-	policies := readPolicies(h["Ratelimit-Policy"])
-	if !readIETF(&s, h["Ratelimit"], policies) {
-		readDraft07(&s, h["Ratelimit"])
+// Fields holds the values of the fields of one response that say
+// something of its limits (nil: absent).
+type Fields struct {
+	RateLimit, Policy       []string // RateLimit and RateLimit-Policy (drafts -07 to -11)
+	Limit, Remaining, Reset []string // RateLimit-Limit, -Remaining and -Reset (draft -06)
+	XRemaining, XReset      []string // X-RateLimit-Remaining and -Reset
+}
+
+// HeaderFields returns the Fields of h, an http.Header (canonical keys)
+// or, with lower, gRPC metadata (lower-case keys).
+func HeaderFields(h map[string][]string, lower bool) Fields {
+	if lower {
+		return Fields{
+			RateLimit: h["ratelimit"], Policy: h["ratelimit-policy"],
+			Limit: h["ratelimit-limit"], Remaining: h["ratelimit-remaining"], Reset: h["ratelimit-reset"],
+			XRemaining: h["x-ratelimit-remaining"], XReset: h["x-ratelimit-reset"],
+		}
 	}
-	readDraft06(&s, h)
-	readLegacy(&s, h, now)
+	return Fields{
+		RateLimit: h["Ratelimit"], Policy: h["Ratelimit-Policy"],
+		Limit: h["Ratelimit-Limit"], Remaining: h["Ratelimit-Remaining"], Reset: h["Ratelimit-Reset"],
+		XRemaining: h["X-Ratelimit-Remaining"], XReset: h["X-Ratelimit-Reset"],
+	}
+}
+
+// Read reads every dialect of f at now.
+func Read(f *Fields, now time.Time) Limits {
+	var s Limits
+	policies := readPolicies(f.Policy)
+	if !readIETF(&s, f.RateLimit, policies) {
+		readDraft07(&s, f.RateLimit)
+	}
+	readDraft06(&s, f)
+	readLegacy(&s, f, now)
 	for _, p := range policies {
 		if p.concurrent {
 			s.concurrent = max(s.concurrent, p.q)
-		} else if p.w > 0 {
-			s.pace = max(s.pace, paceOf(p.q, p.w))
-			if s.burst == 0 || p.burst < s.burst {
-				s.burst = p.burst
-			}
+		} else {
+			s.addPace(p)
 		}
 	}
 	return s
+}
+
+// addPace takes p's pace into s, if p states a window: the slowest pace
+// and the least burst.
+func (s *Limits) addPace(p policy) {
+	if p.w <= 0 {
+		return
+	}
+	s.pace = max(s.pace, paceOf(p.q, p.w))
+	if s.burst == 0 || p.burst < s.burst {
+		s.burst = p.burst
+	}
 }
 
 // policy is one quota policy: q per w seconds (w 0: not stated).
@@ -98,9 +132,9 @@ type policy struct {
 
 // paceOf is w seconds spread over q requests, rounded up.
 func paceOf(q, w int64) time.Duration {
-	ws := seconds(w)
-	if ws == maxWait {
-		return maxWait
+	ws := Seconds(w)
+	if ws == Forever {
+		return Forever
 	}
 	return (ws + time.Duration(q) - 1) / time.Duration(q)
 }
@@ -169,7 +203,7 @@ func readPolicy(m *sfMember) (policy, bool) {
 // to defaultReset). It returns false when the field is not such a list;
 // an item that cannot be read spoils the field, which is then ignored, as
 // the draft says.
-func readIETF(s *serverLimits, lines []string, policies []policy) bool {
+func readIETF(s *Limits, lines []string, policies []policy) bool {
 	if len(lines) == 0 {
 		return false
 	}
@@ -192,7 +226,7 @@ func readIETF(s *serverLimits, lines []string, policies []policy) bool {
 			if tv.kind != sfInteger || tv.i < 0 {
 				return false
 			}
-			t = seconds(tv.i)
+			t = Seconds(tv.i)
 		}
 		if isConcurrent(policies, it.bare.s) {
 			continue // its r comes back on completion, not with time
@@ -214,7 +248,7 @@ func isConcurrent(ps []policy, name string) bool {
 
 // readDraft07 reads draft -07's RateLimit dictionary: limit, remaining,
 // reset (seconds from now).
-func readDraft07(s *serverLimits, lines []string) {
+func readDraft07(s *Limits, lines []string) {
 	if len(lines) == 0 {
 		return
 	}
@@ -235,14 +269,14 @@ func readDraft07(s *serverLimits, lines []string) {
 		}
 	}
 	if r >= 0 && t >= 0 {
-		s.left = append(s.left, quotaLeft{"draft-07", r, seconds(t)})
+		s.left = append(s.left, quotaLeft{"draft-07", r, Seconds(t)})
 	}
 }
 
 // readDraft06 reads draft -06's RateLimit-Remaining and RateLimit-Reset
 // (seconds from now), and RateLimit-Limit's policies (`10, 10;w=1`).
-func readDraft06(s *serverLimits, h http.Header) {
-	rem, reset := h["Ratelimit-Remaining"], h["Ratelimit-Reset"]
+func readDraft06(s *Limits, f *Fields) {
+	rem, reset := f.Remaining, f.Reset
 	if len(rem) == 0 || len(reset) == 0 {
 		return
 	}
@@ -251,20 +285,15 @@ func readDraft06(s *serverLimits, h http.Header) {
 	if err1 != nil || err2 != nil || r.bare.kind != sfInteger || t.bare.kind != sfInteger || r.bare.i < 0 || t.bare.i < 0 {
 		return
 	}
-	s.left = append(s.left, quotaLeft{"draft-06", r.bare.i, seconds(t.bare.i)})
-	for _, p := range readPolicies(h["Ratelimit-Limit"]) {
-		if p.w > 0 {
-			s.pace = max(s.pace, paceOf(p.q, p.w))
-			if s.burst == 0 || p.burst < s.burst {
-				s.burst = p.burst
-			}
-		}
+	s.left = append(s.left, quotaLeft{"draft-06", r.bare.i, Seconds(t.bare.i)})
+	for _, p := range readPolicies(f.Limit) {
+		s.addPace(p)
 	}
 }
 
 // readLegacy reads X-RateLimit-Remaining and X-RateLimit-Reset.
-func readLegacy(s *serverLimits, h http.Header, now time.Time) {
-	rem, reset := h["X-Ratelimit-Remaining"], h["X-Ratelimit-Reset"]
+func readLegacy(s *Limits, f *Fields, now time.Time) {
+	rem, reset := f.XRemaining, f.XReset
 	if len(rem) == 0 || len(reset) == 0 {
 		return
 	}
@@ -296,8 +325,8 @@ func resetAt(v float64, now time.Time) time.Duration {
 	if d <= 0 {
 		return 0
 	}
-	if d >= float64(maxWait/time.Second) {
-		return maxWait
+	if d >= float64(Forever/time.Second) {
+		return Forever
 	}
 	return time.Duration(math.Ceil(d * 1e9))
 }
