@@ -70,6 +70,17 @@
 // over it (a decrease keeps the permits already granted counted), and the
 // rate never goes above Ceiling nor below Floor.
 //
+// A caller that takes permits on an estimate (1,000 tokens of a model
+// call, a 64 KiB transfer) settles the lease with the actual cost once
+// known, with [limiter.Lease.Settle], as it would a [limiter.TokenBucket]'s
+// lease, and then reports the outcome on the settled lease, so that the
+// limiter counts what went through at its actual cost. Unused permits go
+// back to the bucket as far as no later grant can have relied on them (all
+// of them when settled at once; nothing for a lease granted before the
+// rate last changed), and overuse becomes a debt that later grants pay:
+// the bound above holds over the actual costs, as package limiter states
+// for its token bucket.
+//
 // # How the concurrency limit moves
 //
 // A [ConcurrencyLimiter] is a counting semaphore whose limit follows

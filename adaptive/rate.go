@@ -42,7 +42,9 @@ type RateOptions struct {
 // [limiter.TokenBucket.SetRate], so in every interval the permits granted
 // stay within Burst plus the integral, over the interval, of the rate in
 // force, and never above Burst + Ceiling·t. Permits already granted when
-// the rate falls stay counted: the lower rate applies to what follows.
+// the rate falls stay counted: the lower rate applies to what follows. Its
+// leases settle ([limiter.Lease.Settle]) as the bucket's own do, and the
+// bound then holds over their actual costs.
 //
 // It is safe for concurrent use. TryAcquire and Acquire cost what the token
 // bucket's do; a report takes a mutex, and, when the rate moves by a
@@ -69,7 +71,12 @@ const epochSlots = 16
 // between two decreases), so that a report names the epoch of its grant
 // without a per-lease allocation: a throttle of a lease granted before the
 // last decrease was answered by it and lowers nothing more.
+//
+// It embeds the bucket that granted its leases, which keep the instant of
+// their grant (limiter.Lease.WithReleaser), so that they settle with the
+// bucket exactly as the bucket's own leases do.
 type epochSlot struct {
+	*limiter.TokenBucket
 	l     *RateLimiter
 	epoch atomic.Uint64
 }
@@ -123,7 +130,7 @@ func NewRateLimiter(opts RateOptions) (*RateLimiter, error) {
 	}
 	l := &RateLimiter{tb: tb, origin: time.Now(), floor: opts.Floor, ceil: opts.Ceiling}
 	for i := range l.slots {
-		l.slots[i].l = l
+		l.slots[i].TokenBucket, l.slots[i].l = tb, l
 	}
 	l.c = newRateControl(perSecond(opts.Floor), perSecond(initial), perSecond(opts.Ceiling))
 	l.applied = perSecond(initial)
@@ -155,12 +162,12 @@ func (l *RateLimiter) Acquire(ctx context.Context, n int) (limiter.Lease, error)
 }
 
 // wrap gives a granted lease the Releaser of the current epoch, which takes
-// its reports.
+// its reports and settles it with the bucket.
 func (l *RateLimiter) wrap(lease limiter.Lease) limiter.Lease {
 	if !lease.Granted() {
 		return lease
 	}
-	return limiter.NewLease(lease.Permits(), &l.slots[l.epoch.Load()%epochSlots])
+	return lease.WithReleaser(&l.slots[l.epoch.Load()%epochSlots])
 }
 
 // Rate returns the rate in force: the one the limiter grants at now.
