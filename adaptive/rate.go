@@ -96,44 +96,57 @@ func (s *epochSlot) ReportOutcome(permits int, o limiter.Outcome, _ time.Duratio
 // NewRateLimiter returns an adaptive rate limiter at Initial (or Floor),
 // or an *limiter.OptionError naming the first invalid option.
 func NewRateLimiter(opts RateOptions) (*RateLimiter, error) {
-	burst := opts.Burst
-	if burst == 0 {
-		burst = 1
+	opts, err := opts.validated()
+	if err != nil {
+		return nil, err
 	}
-	initial := opts.Initial
-	if initial.IsZero() {
-		initial = opts.Floor
+	return newRateLimiter(opts)
+}
+
+// validated returns opts with Burst and Initial set when they were left
+// zero, or an *limiter.OptionError naming the first invalid option.
+func (opts RateOptions) validated() (RateOptions, error) {
+	if opts.Burst == 0 {
+		opts.Burst = 1
+	}
+	if opts.Initial.IsZero() {
+		opts.Initial = opts.Floor
 	}
 	// The bucket's own validation, for each rate it will run at, named
 	// after the option.
 	for _, r := range []struct {
 		field string
 		rate  limiter.Rate
-	}{{"Floor", opts.Floor}, {"Initial", initial}, {"Ceiling", opts.Ceiling}} {
-		tb, err := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: r.rate, Burst: burst, Queue: opts.Queue})
+	}{{"Floor", opts.Floor}, {"Initial", opts.Initial}, {"Ceiling", opts.Ceiling}} {
+		tb, err := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: r.rate, Burst: opts.Burst, Queue: opts.Queue})
 		if err != nil {
-			return nil, renamed(err, r.field)
+			return opts, renamed(err, r.field)
 		}
 		tb.Close()
 	}
 	switch {
 	case compareRates(opts.Floor, opts.Ceiling) > 0:
-		return nil, &limiter.OptionError{Field: "Floor", Problem: fmt.Sprintf("%v is above Ceiling %v", opts.Floor, opts.Ceiling)}
-	case compareRates(initial, opts.Floor) < 0:
-		return nil, &limiter.OptionError{Field: "Initial", Problem: fmt.Sprintf("%v is below Floor %v", initial, opts.Floor)}
-	case compareRates(initial, opts.Ceiling) > 0:
-		return nil, &limiter.OptionError{Field: "Initial", Problem: fmt.Sprintf("%v is above Ceiling %v", initial, opts.Ceiling)}
+		return opts, &limiter.OptionError{Field: "Floor", Problem: fmt.Sprintf("%v is above Ceiling %v", opts.Floor, opts.Ceiling)}
+	case compareRates(opts.Initial, opts.Floor) < 0:
+		return opts, &limiter.OptionError{Field: "Initial", Problem: fmt.Sprintf("%v is below Floor %v", opts.Initial, opts.Floor)}
+	case compareRates(opts.Initial, opts.Ceiling) > 0:
+		return opts, &limiter.OptionError{Field: "Initial", Problem: fmt.Sprintf("%v is above Ceiling %v", opts.Initial, opts.Ceiling)}
 	}
-	tb, err := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: initial, Burst: burst, Queue: opts.Queue})
+	return opts, nil
+}
+
+// newRateLimiter returns a limiter of validated options.
+func newRateLimiter(opts RateOptions) (*RateLimiter, error) {
+	tb, err := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: opts.Initial, Burst: opts.Burst, Queue: opts.Queue})
 	if err != nil {
-		return nil, err // validated above
+		return nil, err // validated
 	}
 	l := &RateLimiter{tb: tb, origin: time.Now(), floor: opts.Floor, ceil: opts.Ceiling}
 	for i := range l.slots {
 		l.slots[i].TokenBucket, l.slots[i].l = tb, l
 	}
-	l.c = newRateControl(perSecond(opts.Floor), perSecond(initial), perSecond(opts.Ceiling))
-	l.applied = perSecond(initial)
+	l.c = newRateControl(perSecond(opts.Floor), perSecond(opts.Initial), perSecond(opts.Ceiling))
+	l.applied = perSecond(opts.Initial)
 	return l, nil
 }
 
