@@ -604,14 +604,18 @@ func crawlPages(ctx context.Context, client *http.Client, seeds []string, worker
 	}
 
 	seen := map[string]bool{}
-	outstanding := 0
+	outstanding := 0 // pages submitted and not yet fetched or failed
 	var errs []error
+	fetch := func(u string) {
+		if err := submit(u); err != nil {
+			errs = append(errs, err)
+			outstanding--
+		}
+	}
 	for _, u := range seeds {
 		seen[u] = true
 		outstanding++
-		if err := submit(u); err != nil {
-			return st, err
-		}
+		fetch(u)
 	}
 	for outstanding > 0 {
 		var f fetched
@@ -625,27 +629,19 @@ func crawlPages(ctx context.Context, client *http.Client, seeds []string, worker
 		switch {
 		case errors.Is(f.err, limiter.ErrThrottled):
 			st.throttled++
-			if err := submit(f.url); err != nil { // fetch it again
-				errs = append(errs, err)
-				outstanding--
-			}
+			fetch(f.url) // again
 			continue
 		case f.err != nil:
 			errs = append(errs, f.err)
-			outstanding--
-			continue
+		default:
+			st.fetched++
 		}
 		outstanding--
-		st.fetched++
 		for _, l := range f.links {
-			if seen[l] {
-				continue
-			}
-			seen[l] = true
-			outstanding++
-			if err := submit(l); err != nil {
-				errs = append(errs, err)
-				outstanding--
+			if !seen[l] {
+				seen[l] = true
+				outstanding++
+				fetch(l)
 			}
 		}
 	}
