@@ -37,12 +37,14 @@
 //     successful calls, from Initial, until a call is throttled.
 //   - Back off. A throttled call brings the rate down at once, to 90% of
 //     the capacity it estimates: what the other side let through over the
-//     last second, at most the rate that was throttled. Calls granted before
-//     the decrease and throttled after it were answered by it and lower
-//     nothing more; calls granted after it and still throttled mean the
-//     decrease was not enough, and each such decrease in a row cuts deeper
-//     (by the share of calls that got through, once there are enough of
-//     them to tell).
+//     last second (at a few calls a second, the count plus one, since a
+//     count of evenly spaced calls is one short at worst), at most the rate
+//     that was throttled. Calls granted before the decrease and throttled
+//     after it were answered by it and lower nothing more; calls granted
+//     after it and throttled soon (before 20 successes and within 1 s)
+//     mean the decrease was not enough, and each such decrease in a row
+//     cuts deeper (by the share of calls that got through, once there are
+//     enough of them to tell).
 //   - Return and hold. The rate climbs back to the capacity found quickly
 //     at first, then gently, and levels off there. Getting back takes as
 //     long as about 300 successful calls at that capacity (at least 1 s, at
@@ -56,7 +58,9 @@
 // So each failed probe costs about one throttled call (plus those already on
 // the wire, which grow with the latency), once per some 300 successful
 // calls: about 0.3% of the calls are throttled while the capacity holds
-// still. A capacity that falls is followed within a few calls. A capacity
+// still. Under about 40 calls a second, the probes come every 8 s or so,
+// fewer than 300 calls apart: at 25 calls a second about 0.5% of the calls
+// are throttled, at 4 a second about 5%. A capacity that falls is followed within a few calls. A capacity
 // that rises is found at the next probe: from 40 calls a second, within
 // about 2 to 8 s, depending on where in its cycle the rise finds the
 // limiter (bench/adaptive measures it). Time, for all of this, is counted in
@@ -69,6 +73,17 @@
 // permits granted stay within Burst plus what the rates in force allowed
 // over it (a decrease keeps the permits already granted counted), and the
 // rate never goes above Ceiling nor below Floor.
+//
+// A caller that takes permits on an estimate (1,000 tokens of a model
+// call, a 64 KiB transfer) settles the lease with the actual cost once
+// known, with [limiter.Lease.Settle], as it would a [limiter.TokenBucket]'s
+// lease, and then reports the outcome on the settled lease, so that the
+// limiter counts what went through at its actual cost. Unused permits go
+// back to the bucket as far as no later grant can have relied on them (all
+// of them when settled at once; nothing for a lease granted before the
+// rate last changed), and overuse becomes a debt that later grants pay:
+// the bound above holds over the actual costs, as package limiter states
+// for its token bucket.
 //
 // # How the concurrency limit moves
 //

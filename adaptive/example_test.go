@@ -8,6 +8,7 @@ import (
 
 	"github.com/rategate/rategate/adaptive"
 	"github.com/rategate/rategate/limiter"
+	"github.com/rategate/rategate/pool"
 )
 
 // A client of a service that publishes no limit: the rate climbs while calls
@@ -87,4 +88,61 @@ func ExampleConcurrencyLimiter() {
 	// Output:
 	// limit: 8
 	// true limiter: invalid option Floor: 10 is above Ceiling 5
+}
+
+// A crawler that is told no host's limit: each host gets a RateLimiter of
+// its own through the pool's PerKey, and a task whose error wraps
+// limiter.ErrThrottled (a 429) slows down its own host only.
+func ExampleNewKeyedRateLimiter() {
+	hosts, err := adaptive.NewKeyedRateLimiter[string](adaptive.KeyedRateOptions{
+		RateOptions: adaptive.RateOptions{
+			Floor:   limiter.Per(1, time.Second),
+			Initial: limiter.Per(100, time.Second),
+			Ceiling: limiter.Per(1000, time.Second),
+		},
+		Forget: 10 * time.Minute, // keep what a host taught for 10 idle minutes
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer hosts.Close()
+	p, err := pool.New(pool.Options{Workers: 4, PerKey: hosts.For})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	// fetch stands for a GET: b.example answers every request with 429.
+	fetch := func(host string) func(context.Context) error {
+		return func(context.Context) error {
+			if host == "b.example" {
+				return fmt.Errorf("GET %s: 429 Too Many Requests: %w", host, limiter.ErrThrottled)
+			}
+			return nil
+		}
+	}
+	for range 5 {
+		for _, host := range []string{"a.example", "b.example"} {
+			if err := p.GoKey(context.Background(), host, fetch(host)); err != nil {
+				fmt.Println(err)
+				return
+			}
+		}
+	}
+	err = p.Wait() // the 429s of b.example
+	fmt.Println("throttled:", errors.Is(err, limiter.ErrThrottled))
+
+	for _, host := range []string{"a.example", "b.example"} {
+		q := hosts.Quota(host) // a bucket of one permit per Window
+		if rate := 1 / q.Window.Seconds(); rate >= 100 {
+			fmt.Println(host, "at 100/s or more")
+		} else {
+			fmt.Println(host, "backed off under 100/s")
+		}
+	}
+	// Output:
+	// throttled: true
+	// a.example at 100/s or more
+	// b.example backed off under 100/s
 }

@@ -42,7 +42,9 @@ type RateOptions struct {
 // [limiter.TokenBucket.SetRate], so in every interval the permits granted
 // stay within Burst plus the integral, over the interval, of the rate in
 // force, and never above Burst + Ceiling·t. Permits already granted when
-// the rate falls stay counted: the lower rate applies to what follows.
+// the rate falls stay counted: the lower rate applies to what follows. Its
+// leases settle ([limiter.Lease.Settle]) as the bucket's own do, and the
+// bound then holds over their actual costs.
 //
 // It is safe for concurrent use. TryAcquire and Acquire cost what the token
 // bucket's do; a report takes a mutex, and, when the rate moves by a
@@ -69,7 +71,12 @@ const epochSlots = 16
 // between two decreases), so that a report names the epoch of its grant
 // without a per-lease allocation: a throttle of a lease granted before the
 // last decrease was answered by it and lowers nothing more.
+//
+// It embeds the bucket that granted its leases, which keep the instant of
+// their grant (limiter.Lease.WithReleaser), so that they settle with the
+// bucket exactly as the bucket's own leases do.
 type epochSlot struct {
+	*limiter.TokenBucket
 	l     *RateLimiter
 	epoch atomic.Uint64
 }
@@ -89,44 +96,57 @@ func (s *epochSlot) ReportOutcome(permits int, o limiter.Outcome, _ time.Duratio
 // NewRateLimiter returns an adaptive rate limiter at Initial (or Floor),
 // or an *limiter.OptionError naming the first invalid option.
 func NewRateLimiter(opts RateOptions) (*RateLimiter, error) {
-	burst := opts.Burst
-	if burst == 0 {
-		burst = 1
+	opts, err := opts.validated()
+	if err != nil {
+		return nil, err
 	}
-	initial := opts.Initial
-	if initial.IsZero() {
-		initial = opts.Floor
+	return newRateLimiter(opts)
+}
+
+// validated returns opts with Burst and Initial set when they were left
+// zero, or an *limiter.OptionError naming the first invalid option.
+func (opts RateOptions) validated() (RateOptions, error) {
+	if opts.Burst == 0 {
+		opts.Burst = 1
+	}
+	if opts.Initial.IsZero() {
+		opts.Initial = opts.Floor
 	}
 	// The bucket's own validation, for each rate it will run at, named
 	// after the option.
 	for _, r := range []struct {
 		field string
 		rate  limiter.Rate
-	}{{"Floor", opts.Floor}, {"Initial", initial}, {"Ceiling", opts.Ceiling}} {
-		tb, err := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: r.rate, Burst: burst, Queue: opts.Queue})
+	}{{"Floor", opts.Floor}, {"Initial", opts.Initial}, {"Ceiling", opts.Ceiling}} {
+		tb, err := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: r.rate, Burst: opts.Burst, Queue: opts.Queue})
 		if err != nil {
-			return nil, renamed(err, r.field)
+			return opts, renamed(err, r.field)
 		}
 		tb.Close()
 	}
 	switch {
 	case compareRates(opts.Floor, opts.Ceiling) > 0:
-		return nil, &limiter.OptionError{Field: "Floor", Problem: fmt.Sprintf("%v is above Ceiling %v", opts.Floor, opts.Ceiling)}
-	case compareRates(initial, opts.Floor) < 0:
-		return nil, &limiter.OptionError{Field: "Initial", Problem: fmt.Sprintf("%v is below Floor %v", initial, opts.Floor)}
-	case compareRates(initial, opts.Ceiling) > 0:
-		return nil, &limiter.OptionError{Field: "Initial", Problem: fmt.Sprintf("%v is above Ceiling %v", initial, opts.Ceiling)}
+		return opts, &limiter.OptionError{Field: "Floor", Problem: fmt.Sprintf("%v is above Ceiling %v", opts.Floor, opts.Ceiling)}
+	case compareRates(opts.Initial, opts.Floor) < 0:
+		return opts, &limiter.OptionError{Field: "Initial", Problem: fmt.Sprintf("%v is below Floor %v", opts.Initial, opts.Floor)}
+	case compareRates(opts.Initial, opts.Ceiling) > 0:
+		return opts, &limiter.OptionError{Field: "Initial", Problem: fmt.Sprintf("%v is above Ceiling %v", opts.Initial, opts.Ceiling)}
 	}
-	tb, err := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: initial, Burst: burst, Queue: opts.Queue})
+	return opts, nil
+}
+
+// newRateLimiter returns a limiter of validated options.
+func newRateLimiter(opts RateOptions) (*RateLimiter, error) {
+	tb, err := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: opts.Initial, Burst: opts.Burst, Queue: opts.Queue})
 	if err != nil {
-		return nil, err // validated above
+		return nil, err // validated
 	}
 	l := &RateLimiter{tb: tb, origin: time.Now(), floor: opts.Floor, ceil: opts.Ceiling}
 	for i := range l.slots {
-		l.slots[i].l = l
+		l.slots[i].TokenBucket, l.slots[i].l = tb, l
 	}
-	l.c = newRateControl(perSecond(opts.Floor), perSecond(initial), perSecond(opts.Ceiling))
-	l.applied = perSecond(initial)
+	l.c = newRateControl(perSecond(opts.Floor), perSecond(opts.Initial), perSecond(opts.Ceiling))
+	l.applied = perSecond(opts.Initial)
 	return l, nil
 }
 
@@ -155,12 +175,12 @@ func (l *RateLimiter) Acquire(ctx context.Context, n int) (limiter.Lease, error)
 }
 
 // wrap gives a granted lease the Releaser of the current epoch, which takes
-// its reports.
+// its reports and settles it with the bucket.
 func (l *RateLimiter) wrap(lease limiter.Lease) limiter.Lease {
 	if !lease.Granted() {
 		return lease
 	}
-	return limiter.NewLease(lease.Permits(), &l.slots[l.epoch.Load()%epochSlots])
+	return lease.WithReleaser(&l.slots[l.epoch.Load()%epochSlots])
 }
 
 // Rate returns the rate in force: the one the limiter grants at now.

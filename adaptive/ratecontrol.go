@@ -36,6 +36,7 @@ const (
 	searchAbove = 0.3 // past w·(1+searchAbove) without a throttle, the capacity moved
 	doubling    = 0.4 // used seconds per doubling while searching
 	calm        = 20  // successes in an epoch that make a throttle a fresh event
+	fewCalls    = 25  // successes in a second too few to count the rate within 4%
 	share       = 10  // outcomes in an epoch that tell what share gets through
 	// The rate grows only while successes come at least at this share of
 	// it (a quarter: while searching, the last second's successes lag the
@@ -89,11 +90,13 @@ func (c *rateControl) throttled(now float64, epoch uint64) (float64, bool) {
 	c.thr++
 	n := c.succ + c.thr
 	switch {
-	case c.succ >= calm:
-		// A fresh event after a calm spell: the rate went past the
-		// capacity, which is at most what got through lately.
+	case c.succ >= calm || now-c.since >= minHold:
+		// A fresh event after a calm spell (enough successes, or, at low
+		// rates, the time the rate takes to return after a decrease):
+		// the rate went past the capacity, which is at most what got
+		// through lately.
 		c.streak = 0
-		switch got := c.delivered(now); {
+		switch got := c.seen(now); {
 		case c.search:
 			c.w = c.r * backoff // the search overshoots; what follows corrects it
 		case got > 0:
@@ -124,6 +127,23 @@ func (c *rateControl) throttled(now float64, epoch uint64) (float64, bool) {
 	c.succ, c.thr = 0, 0
 	c.since, c.epochOK = now, 0
 	return c.r, true
+}
+
+// seen returns the successes per second the other side let through
+// lately, as delivered counts them, except that a count of fewer than
+// fewCalls successes over the last second is taken at its most: the count
+// plus one, over the time the count spans (0.9 s to 1 s). A count of
+// evenly spaced calls is one short at worst, which is a large share of a
+// few: at 4 calls a second, a quarter.
+func (c *rateControl) seen(now float64) float64 {
+	if now-c.since < 1 {
+		return c.delivered(now)
+	}
+	sum, span := c.recent.count(now)
+	if sum >= fewCalls {
+		return sum
+	}
+	return (sum + 1) / span
 }
 
 // delivered returns the successes per second reported over the last
@@ -165,10 +185,16 @@ func (w *window) add(now float64, n int) {
 
 // rate returns the successes per second over the last second.
 func (w *window) rate(now float64) float64 {
-	w.advance(now)
-	var sum float64
+	sum, _ := w.count(now)
+	return sum
+}
+
+// count returns the successes counted in the slots and the time they span:
+// from the start of the oldest to now, 0.9 s to 1 s.
+func (w *window) count(now float64) (sum, span float64) {
+	i := w.advance(now)
 	for _, v := range w.slot {
 		sum += v
 	}
-	return sum
+	return sum, max(now-float64(i-9)/10, 0.9)
 }

@@ -235,7 +235,9 @@
 // error marks it as throttling. A caller that took permits on an estimate
 // settles the lease with the actual cost once known, with [Lease.Settle].
 // Limiters outside this package take part by making leases with [NewLease]
-// whose Releaser is also a [Reporter] or a [Settler].
+// whose Releaser is also a [Reporter] or a [Settler]; one that wraps a
+// limiter of this package keeps its leases' settlement exact with
+// [Lease.WithReleaser].
 //
 // Leases of the six limiters, of [Keyed.For] and [KeyedTokenBucket.For],
 // and of a [Chain] of them settle, and the bounds then hold over the actual

@@ -150,3 +150,32 @@ func ExampleLease_Settle() {
 	// Output:
 	// 300 700
 }
+
+// learner hands out a token bucket's leases with a Releaser of its own, to
+// hear what became of the calls they admitted. It embeds the bucket, so
+// that the leases still settle with it exactly.
+type learner struct {
+	*limiter.TokenBucket
+	throttled int
+}
+
+func (l *learner) TryAcquire(n int) limiter.Lease { return l.TokenBucket.TryAcquire(n).WithReleaser(l) }
+func (l *learner) ReleasePermits(int)             {}
+func (l *learner) ReportOutcome(_ int, o limiter.Outcome, _ time.Duration) {
+	if o == limiter.Throttled {
+		l.throttled++
+	}
+}
+
+// A limiter outside package limiter that wraps a token bucket gives its
+// leases a Releaser of its own with WithReleaser: reports reach it, and
+// Settle still gives the unused permits back to the bucket.
+func ExampleLease_WithReleaser() {
+	tb, _ := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(1000, time.Minute), Burst: 1000})
+	l := &learner{TokenBucket: tb}
+	lease := l.TryAcquire(800).Settle(300)
+	lease.Report(limiter.Throttled, 0)
+	fmt.Println(lease.Permits(), tb.Stats().Available, l.throttled)
+	// Output:
+	// 300 700 1
+}

@@ -92,6 +92,22 @@ func NewLease(n int, r Releaser) Lease {
 	return grantedLease(r, n, 0)
 }
 
+// WithReleaser returns a lease that holds l's permits, granted at the
+// instant l was, whose Release, Report and Settle go to r instead. It is for
+// a Limiter outside this package that hands out the leases of one of this
+// package's limiters with a Releaser of its own (to hear their outcomes,
+// say). If r embeds the limiter that granted l (a *TokenBucket, say),
+// Settle on the returned lease settles with that limiter at the instant of
+// l's grant, exactly as l.Settle would; otherwise it settles as the leases
+// of NewLease do (r's SettlePermits, if r is a Settler). A lease that was
+// not granted is returned unchanged. It does not allocate.
+func (l Lease) WithReleaser(r Releaser) Lease {
+	if l.granted() {
+		l.rel = r
+	}
+	return l
+}
+
 // Denied returns a lease that was not granted because of err, with a retry
 // hint (0 if unknown). It is for implementations of Limiter outside this
 // package. The lease's Err returns err itself (a nil err reads as

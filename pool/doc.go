@@ -49,6 +49,11 @@
 //	}
 //	err := p.Wait()
 //
+// When the hosts' limits are not known, adaptive.NewKeyedRateLimiter's For
+// fits PerKey too: each host gets a rate limiter of its own that its tasks'
+// outcomes move (see Outcomes), down at a task whose error wraps
+// limiter.ErrThrottled, up while they succeed.
+//
 // Memory stays bounded: at most Options.Queue keyed tasks (DefaultKeyQueue,
 // 16,384, when 0) wait in the keys' queues, and GoKey waits only while that
 // many do; DefaultKeyQueue says what they cost. MapKey is Map with keys.

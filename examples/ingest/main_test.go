@@ -90,6 +90,43 @@ func TestIngestTooFast(t *testing.T) {
 	})
 }
 
+// TestIngestShared runs the shared mode at full size on virtual time:
+// another tenant takes 8,000 of the store's 20,000 units a second from 1 s
+// on. The fixed-rate client, sending at the 19,000 it had alone, has more
+// than a fifth of its requests rejected; the adaptive one under 1%, while
+// it takes at least 85% of the 12,000 units a second left to the job from
+// the tenant's arrival to its end (the store's one-second window lags
+// behind a rise of the rate, so each probe above the capacity left
+// overshoots before the store says no, and the rate then falls under it),
+// and it finishes no later than the fixed-rate one.
+func TestIngestShared(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out bytes.Buffer
+		res, err := runShared(t.Context(), &out, defaultConfig)
+		t.Log("\n" + out.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, a := res.Fixed, res.Adaptive
+		if f.Stored != 10_000 || a.Stored != 10_000 || f.Sent != f.Stored+f.Rejected || a.Sent != a.Stored+a.Rejected {
+			t.Errorf("fixed %+v, adaptive %+v: want every record stored, each sent once more per rejection", f, a)
+		}
+		if share := float64(f.Rejected) / float64(f.Sent); share < 0.2 {
+			t.Errorf("fixed rate: %.1f%% of its requests rejected, want over 20%%", 100*share)
+		}
+		if share := float64(a.Rejected) / float64(a.Sent); share >= 0.01 {
+			t.Errorf("adaptive: %.2f%% of its requests rejected, want under 1%%", 100*share)
+		}
+		if res.Left != 12_000 || a.After < 0.85*float64(res.Left) || a.After > float64(res.Left) {
+			t.Errorf("adaptive: took %.0f units a second of the %d left, want 85%% to 100%%", a.After, res.Left)
+		}
+		if a.Time > f.Time {
+			t.Errorf("adaptive: took %v, the fixed rate %v", a.Time, f.Time)
+		}
+		contains(t, out.String(), "another tenant takes 8,000 units a second of it, leaving 12,000.", "  fixed rate  ", "    adaptive  ")
+	})
+}
+
 // TestStore: the simulated store accepts at most its rate in any one-second
 // window (t-1s, t], and rejects what goes over.
 func TestStore(t *testing.T) {
@@ -167,6 +204,10 @@ func TestCLI(t *testing.T) {
 		{args: []string{"-distributed", "-burst", "10", "-partitions", "16"}, code: 2, err: "-burst must be at least -partitions (16)"},
 		{args: []string{"-processes", "8"}, code: 2, err: "ingest: -processes is for the distributed mode only: add -distributed\n"},
 		{args: []string{"-redis", "localhost:6379", "-processes", "2"}, code: 2, err: "ingest: -processes and -redis are for the distributed mode only: add -distributed\n"},
+		{args: []string{"-h"}, out: "-shared"},
+		{args: []string{"-shared", "-distributed"}, code: 2, err: "-distributed and -shared are two modes: choose one"},
+		{args: []string{"-shared", "-processes", "2"}, code: 2, err: "-processes is for the distributed mode only"},
+		{args: []string{"-shared", "-records", "2000"}, out: "    adaptive         2,0"},
 	})
 }
 
