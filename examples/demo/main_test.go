@@ -62,22 +62,51 @@ func TestDemoScaled(t *testing.T) {
 // to half the window (100 ms): timers fire within a millisecond or two, and
 // a loaded machine running -race stalls a goroutine for tens of
 // milliseconds, not a hundred; a limiter that lost a wake-up would be a
-// whole window late.
+// whole window late. A run that finds a grant late, or the bound not
+// reached, is run again, up to three times: lateness is the machine's. An
+// early grant, or one over the bound, fails at once.
 func TestRealClock(t *testing.T) {
 	cfg := config{Window: 200 * time.Millisecond, Limit: 3, Callers: 8, Burst: 2, Refill: 1, Slots: 2, Tasks: 4, Work: 20 * time.Millisecond}
-	res, _ := mustRun(t, cfg)
-	for i, at := range slices.Sorted(slices.Values(res.Offsets)) {
-		earliest := time.Duration(i/cfg.Limit) * cfg.Window
-		if at < earliest || at > earliest+cfg.Window/2 {
-			t.Errorf("sliding-log grant %d at %v, want from %v to %v", i+1, at, earliest, earliest+cfg.Window/2)
+	realClock(t, func() (late []string) {
+		res, _ := mustRun(t, cfg)
+		for i, at := range slices.Sorted(slices.Values(res.Offsets)) {
+			earliest := time.Duration(i/cfg.Limit) * cfg.Window
+			if at < earliest {
+				t.Fatalf("sliding-log grant %d at %v, before %v", i+1, at, earliest)
+			}
+			if at > earliest+cfg.Window/2 {
+				late = append(late, fmt.Sprintf("sliding-log grant %d at %v, want by %v", i+1, at, earliest+cfg.Window/2))
+			}
 		}
+		if len(res.Offsets) != cfg.Callers || res.MaxInWindow > cfg.Limit {
+			t.Fatalf("%d grants, at most %d in a window; want %d, and at most %d", len(res.Offsets), res.MaxInWindow, cfg.Callers, cfg.Limit)
+		}
+		if res.MaxInWindow < cfg.Limit {
+			late = append(late, fmt.Sprintf("at most %d grants in a window, want the bound %d reached", res.MaxInWindow, cfg.Limit))
+		}
+		if res.Burst > cfg.Burst+1 || res.PeakInFlight < 1 || res.PeakInFlight > cfg.Slots {
+			t.Fatalf("token bucket burst %d, peak in flight %d; want at most %d (a refill at most) and 1 to %d", res.Burst, res.PeakInFlight, cfg.Burst+1, cfg.Slots)
+		}
+		if res.Burst < 1 {
+			late = append(late, fmt.Sprintf("token bucket burst %d, want at least 1", res.Burst))
+		}
+		return late
+	})
+}
+
+// realClock runs attempt up to three times, until a run finds nothing late.
+// Lateness is the machine's, not the limiter's (a stall of the test's
+// goroutines); a real violation fails inside attempt, at once.
+func realClock(t *testing.T, attempt func() (late []string)) {
+	t.Helper()
+	for i := 1; i <= 3; i++ {
+		late := attempt()
+		if len(late) == 0 {
+			return
+		}
+		t.Logf("run %d of 3 found, on this machine: %s", i, strings.Join(late, "; "))
 	}
-	if len(res.Offsets) != cfg.Callers || res.MaxInWindow != cfg.Limit {
-		t.Errorf("%d grants, at most %d in a window; want %d, and the bound %d reached", len(res.Offsets), res.MaxInWindow, cfg.Callers, cfg.Limit)
-	}
-	if res.Burst < 1 || res.Burst > cfg.Burst+1 || res.PeakInFlight < 1 || res.PeakInFlight > cfg.Slots {
-		t.Errorf("token bucket burst %d, peak in flight %d; want 1 to %d (a refill at most) and 1 to %d", res.Burst, res.PeakInFlight, cfg.Burst+1, cfg.Slots)
-	}
+	t.Errorf("every run of 3 was late (see the log)")
 }
 
 // TestBoundCheck checks the sliding log's check: it counts grants over the

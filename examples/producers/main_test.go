@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -89,17 +90,37 @@ func TestProducersScaled(t *testing.T) {
 // last stamp, 1 + Rate·t/Period: exact, since a stamp is never early. The
 // producers must also keep up: at least half the sends the rate allows
 // while the consumer is fast (a loaded machine running -race stalls a
-// goroutine for tens of milliseconds, not for half the run).
+// goroutine for tens of milliseconds, not for half the run). A run that
+// falls short is run again, up to three times: lateness is the machine's;
+// a send over the rate fails at once.
 func TestRealClock(t *testing.T) {
 	cfg := config{Producers: 3, Rate: 20, Period: 200 * time.Millisecond, Buffer: 3, Duration: 600 * time.Millisecond, FastWork: time.Millisecond, SlowWork: 20 * time.Millisecond}
-	res, _ := mustRun(t, cfg)
-	last := slices.Max(res.Sent)
-	if most := 1 + int(int64(cfg.Rate)*int64(last)/int64(cfg.Period)); len(res.Sent) > most {
-		t.Errorf("%d sent by %v, over the %d the rate allows", len(res.Sent), last, most)
+	realClock(t, func() (late []string) {
+		res, _ := mustRun(t, cfg)
+		last := slices.Max(res.Sent)
+		if most := 1 + int(int64(cfg.Rate)*int64(last)/int64(cfg.Period)); len(res.Sent) > most {
+			t.Fatalf("%d sent by %v, over the %d the rate allows", len(res.Sent), last, most)
+		}
+		if fast := count(res.Sent, 0, cfg.Duration/2); fast < cfg.Rate*int(cfg.Duration/2/cfg.Period)/2 {
+			late = append(late, fmt.Sprintf("%d sent in the first half, want at least half the rate's %d", fast, cfg.Rate*int(cfg.Duration/2/cfg.Period)))
+		}
+		return late
+	})
+}
+
+// realClock runs attempt up to three times, until a run finds nothing late.
+// Lateness is the machine's, not the limiter's (a stall of the test's
+// goroutines); a real violation fails inside attempt, at once.
+func realClock(t *testing.T, attempt func() (late []string)) {
+	t.Helper()
+	for i := 1; i <= 3; i++ {
+		late := attempt()
+		if len(late) == 0 {
+			return
+		}
+		t.Logf("run %d of 3 found, on this machine: %s", i, strings.Join(late, "; "))
 	}
-	if fast := count(res.Sent, 0, cfg.Duration/2); fast < cfg.Rate*int(cfg.Duration/2/cfg.Period)/2 {
-		t.Errorf("%d sent in the first half, want at least half the rate's %d", fast, cfg.Rate*int(cfg.Duration/2/cfg.Period))
-	}
+	t.Errorf("every run of 3 was late (see the log)")
 }
 
 // TestBoundCheck checks the rate's check: sends granted at the rate, the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -77,19 +78,45 @@ func check(t *testing.T, cfg config, res result) {
 // up to half the window (100 ms): timers fire within a millisecond or two,
 // and a loaded machine running -race stalls a goroutine for tens of
 // milliseconds, not a hundred; a limiter that lost a wake-up would be a
-// whole window late.
+// whole window late. A run that finds a grant late, or the bound not
+// reached, is run again, up to three times: lateness is the machine's. An
+// early grant, or one over the bound, fails at once.
 func TestRealClock(t *testing.T) {
 	cfg := config{Items: 10, Limit: 4, Window: 200 * time.Millisecond}
-	res, _ := mustRun(t, cfg)
-	if len(res.Offsets) != cfg.Items || res.MaxInWindow != cfg.Limit {
-		t.Errorf("%d items, at most %d in a window; want %d, and the limit %d reached", len(res.Offsets), res.MaxInWindow, cfg.Items, cfg.Limit)
-	}
-	for i, at := range res.Offsets {
-		earliest := time.Duration(i/cfg.Limit) * cfg.Window
-		if at < earliest || at > earliest+cfg.Window/2 {
-			t.Errorf("item %d at %v, want from %v to %v", i+1, at, earliest, earliest+cfg.Window/2)
+	realClock(t, func() (late []string) {
+		res, _ := mustRun(t, cfg)
+		if len(res.Offsets) != cfg.Items || res.MaxInWindow > cfg.Limit {
+			t.Fatalf("%d items, at most %d in a window; want %d, and at most %d", len(res.Offsets), res.MaxInWindow, cfg.Items, cfg.Limit)
 		}
+		if res.MaxInWindow < cfg.Limit {
+			late = append(late, fmt.Sprintf("at most %d items in a window, want the limit %d reached", res.MaxInWindow, cfg.Limit))
+		}
+		for i, at := range res.Offsets {
+			earliest := time.Duration(i/cfg.Limit) * cfg.Window
+			if at < earliest {
+				t.Fatalf("item %d at %v, before %v", i+1, at, earliest)
+			}
+			if at > earliest+cfg.Window/2 {
+				late = append(late, fmt.Sprintf("item %d at %v, want by %v", i+1, at, earliest+cfg.Window/2))
+			}
+		}
+		return late
+	})
+}
+
+// realClock runs attempt up to three times, until a run finds nothing late.
+// Lateness is the machine's, not the limiter's (a stall of the test's
+// goroutines); a real violation fails inside attempt, at once.
+func realClock(t *testing.T, attempt func() (late []string)) {
+	t.Helper()
+	for i := 1; i <= 3; i++ {
+		late := attempt()
+		if len(late) == 0 {
+			return
+		}
+		t.Logf("run %d of 3 found, on this machine: %s", i, strings.Join(late, "; "))
 	}
+	t.Errorf("every run of 3 was late (see the log)")
 }
 
 // TestBoundCheck checks the check: it counts items over the limit only when

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -51,25 +52,48 @@ func TestRateGate(t *testing.T) {
 // to half the window (100 ms): timers fire within a millisecond or two, and
 // a loaded machine running -race stalls a goroutine for tens of
 // milliseconds, not a hundred; a limiter that lost a wake-up would be a
-// whole window late.
+// whole window late. A run that finds a grant late, or the bound not
+// reached, is run again, up to three times: lateness is the machine's. An
+// early grant, or one over the bound, fails at once.
 func TestRealClock(t *testing.T) {
 	cfg := config{Iterations: 5, Action: 20 * time.Millisecond, Limit: 2, Window: 200 * time.Millisecond, Workers: 5}
-	res, _ := mustRun(t, cfg)
-	check := func(mode string, starts []time.Duration, action time.Duration) {
-		for i, s := range starts {
-			earliest := time.Duration(i/2)*cfg.Window + time.Duration(i%2)*action
-			if s < earliest || s > earliest+cfg.Window/2 {
-				t.Errorf("%s start %d at %v, want from %v to %v", mode, i+1, s, earliest, earliest+cfg.Window/2)
+	realClock(t, func() (late []string) {
+		res, _ := mustRun(t, cfg)
+		check := func(mode string, starts []time.Duration, action time.Duration) {
+			for i, s := range starts {
+				earliest := time.Duration(i/2)*cfg.Window + time.Duration(i%2)*action
+				if s < earliest {
+					t.Fatalf("%s start %d at %v, before %v", mode, i+1, s, earliest)
+				}
+				if s > earliest+cfg.Window/2 {
+					late = append(late, fmt.Sprintf("%s start %d at %v, want by %v", mode, i+1, s, earliest+cfg.Window/2))
+				}
 			}
 		}
+		var seq, par []time.Duration
+		for i := range res.Sequential {
+			seq = append(seq, res.Sequential[i].Start)
+			par = append(par, res.Parallel[i].Start)
+		}
+		check("sequential", seq, cfg.Action)
+		check("parallel", slices.Sorted(slices.Values(par)), 0)
+		return late
+	})
+}
+
+// realClock runs attempt up to three times, until a run finds nothing late.
+// Lateness is the machine's, not the limiter's (a stall of the test's
+// goroutines); a real violation fails inside attempt, at once.
+func realClock(t *testing.T, attempt func() (late []string)) {
+	t.Helper()
+	for i := 1; i <= 3; i++ {
+		late := attempt()
+		if len(late) == 0 {
+			return
+		}
+		t.Logf("run %d of 3 found, on this machine: %s", i, strings.Join(late, "; "))
 	}
-	var seq, par []time.Duration
-	for i := range res.Sequential {
-		seq = append(seq, res.Sequential[i].Start)
-		par = append(par, res.Parallel[i].Start)
-	}
-	check("sequential", seq, cfg.Action)
-	check("parallel", slices.Sorted(slices.Values(par)), 0)
+	t.Errorf("every run of 3 was late (see the log)")
 }
 
 // TestBoundCheck checks the check: it reports starts over the bound only
