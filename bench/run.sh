@@ -5,8 +5,8 @@
 # throughput, the adaptive limiters against their peers (on virtual time)
 # and the cost of their reports, rategate pipe against pv -L, and the
 # pacing harness. It prints
-# markdown and keeps the raw files in $OUT (default: results/). About 9.5
-# minutes on 2 cores, and under 2 more for the pv comparison (needs pv).
+# markdown and keeps the raw files in $OUT (default: results/). About 50
+# minutes on 2 cores, the pv comparison (needs pv) included.
 #
 #   ./run.sh                 # everything
 #   BENCH=Reject ./run.sh    # only benchmarks matching Reject (and pacing)
@@ -83,7 +83,11 @@ echo
 
 echo "## Pipe throughput on the real clock (% of the limit, 3 s per row)"
 echo
-go test -count=1 -run '^TestPipeRealClock$' -v -pipe.realclock . | sed -n 's/^ *pipe_test.go:[0-9]*: //p' | grep '^|' | tee "$OUT/pipe-realclock.md"
+{
+	echo "Measured $(date -u '+%F %H:%M') UTC; $(uname -srm); $(getconf _NPROCESSORS_ONLN) CPUs; $(go version | cut -d' ' -f3); load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
+	echo
+	go test -count=1 -run '^TestPipeRealClock$' -v -pipe.realclock . | sed -n 's/^ *pipe_test.go:[0-9]*: //p' | grep '^|'
+} | tee "$OUT/pipe-realclock.md"
 echo
 
 echo "## Adaptive limiters and their peers (virtual time; see $OUT/adaptive.md)"
