@@ -28,8 +28,10 @@ var alarm struct {
 	once    sync.Once
 	fd      int // -1: no alarm (none could be made, or it failed)
 	mu      sync.Mutex
-	due     entries // pending waits, earliest first
-	running bool    // the reading goroutine runs (and closes fd when it sees the alarm given up)
+	due     entries         // pending waits, earliest first
+	running bool            // the reading goroutine runs (and closes fd when it sees the alarm given up)
+	loopFD  int             // the timerfd the reading goroutine reads, set when it starts
+	its     unix.ItimerSpec // arm's argument, here so that arming allocates nothing
 }
 
 // The timerfd calls, replaced by tests to make them fail.
@@ -49,8 +51,8 @@ func alarmInit() {
 // arm sets the timerfd to fire in d (at least 1 ns: zero would disarm it).
 // The caller holds alarm.mu.
 func arm(d time.Duration) error {
-	its := unix.ItimerSpec{Value: unix.NsecToTimespec(max(int64(d), 1))}
-	return timerfdSettime(alarm.fd, 0, &its, nil)
+	alarm.its = unix.ItimerSpec{Value: unix.NsecToTimespec(max(int64(d), 1))}
+	return timerfdSettime(alarm.fd, 0, &alarm.its, nil)
 }
 
 // alarmAdd schedules a signal on e.ch at e.at; false when there is no alarm.
@@ -69,8 +71,8 @@ func alarmAdd(e *entry) bool {
 		}
 	}
 	if !alarm.running {
-		alarm.running = true
-		go alarmLoop(alarm.fd)
+		alarm.running, alarm.loopFD = true, alarm.fd
+		go alarmLoop() // no arguments: a go statement with some allocates them
 	}
 	return true
 }
@@ -119,9 +121,13 @@ func alarmRemove(e *entry) {
 	}
 }
 
-// alarmLoop reads the timerfd fd, signals the waits that are due, and
-// re-arms it for the next, until none is left or the alarm is given up.
-func alarmLoop(fd int) {
+// alarmLoop reads the timerfd alarm.loopFD, signals the waits that are
+// due, and re-arms it for the next, until none is left or the alarm is
+// given up.
+func alarmLoop() {
+	alarm.mu.Lock()
+	fd := alarm.loopFD
+	alarm.mu.Unlock()
 	var buf [8]byte
 	for {
 		_, err := unix.Read(fd, buf[:]) // blocks until the timer fires

@@ -150,3 +150,24 @@ func TestGiveUpWakesPending(t *testing.T) {
 		t.Fatalf("%v, %v before the instant", r, time.Until(at))
 	}
 }
+
+// A wait that ends on the alarm allocates nothing, also when it starts the
+// reading goroutine, as every wait after an idle spell does.
+func TestAlarmWaitAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	pt := Timer{Spin: 2 * time.Millisecond} // the whole wait is its end: on the alarm
+	wait := func() {
+		if r := pt.Until(context.Background(), nil, time.Now().Add(200*time.Microsecond), 0); r != Reached {
+			t.Fatalf("%v, want Reached", r)
+		}
+	}
+	wait() // the channel, the timer and the heap's array
+	if a := testing.AllocsPerRun(100, func() {
+		waitAlarmIdle(t)
+		wait()
+	}); a != 0 {
+		t.Errorf("%v allocations per wait", a)
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package precise
+
+const raceEnabled = false
