@@ -74,6 +74,17 @@ func (p *concurrency) take(now int64, n int) (bool, int64) {
 // caller then caps the count at the limit. A negative n saturates at
 // MinInt64 likewise (only a settled overuse of absurd size gets there).
 func (p *concurrency) give(n int64) int64 {
+	if n > 0 {
+		// A release is one atomic add, which two goroutines cannot make
+		// each other retry as they do a compare-and-swap. It wrapped iff
+		// the sum came out below MinInt64+n; then it is undone (exactly:
+		// addition is modular) and saturated below. Only an over-release
+		// near MaxInt64, a caller's bug, gets there.
+		if b := p.avail.Add(n); b >= math.MinInt64+n {
+			return b
+		}
+		p.avail.Add(-n)
+	}
 	for {
 		a := p.avail.Load()
 		b := a + n
