@@ -134,20 +134,21 @@ func (m *mapper[T, R]) submit(v T, out chan<- mapResult[R], fail func(error)) er
 }
 
 func (m *mapper[T, R]) input(seq iter.Seq[T], ahead int, yield func(R, error) bool) {
-	// Each input gets a one-result channel, queued in input order; the
-	// queue holds ahead of them, which bounds the results held.
-	slots := make(chan chan mapResult[R], ahead)
+	// Each input gets a one-result channel, queued in input order; at most
+	// ahead of them are queued, which bounds the results held.
+	q := newSlots[R](ahead)
 	fed := make(chan struct{})
 	go func() {
 		defer close(fed)
-		defer close(slots)
+		defer q.close()
 		for v := range seq {
+			q.reserve() // the consumer frees a place until the queue is closed
 			c := make(chan mapResult[R], 1)
 			err := m.submit(v, c, func(err error) { c <- mapResult[R]{err: err} })
 			if err != nil {
 				c <- mapResult[R]{err: err}
 			}
-			slots <- c // the consumer reads slots until it is closed
+			q.push(c)
 			if err != nil {
 				return
 			}
@@ -155,14 +156,85 @@ func (m *mapper[T, R]) input(seq iter.Seq[T], ahead int, yield func(R, error) bo
 	}()
 	defer func() {
 		m.cancel()
-		for range slots { // unblock and end the feeder
+		for range q.all() { // unblock and end the feeder
 		}
 		<-fed
 	}()
-	for c := range slots {
+	for c := range q.all() {
 		r := <-c
 		if !yield(r.v, r.err) {
 			return
+		}
+	}
+}
+
+// slots is the queue of input order's result channels, between the
+// goroutine that reads the input and the one that yields: at most a
+// given number queued, in a buffer that grows as they come (a Go
+// channel of that capacity would allocate all of it up front: 128 KiB
+// for DefaultKeyQueue).
+type slots[R any] struct {
+	room chan struct{} // one token per place taken; its capacity bounds the queue
+	more chan struct{} // a signal that a channel was pushed or the queue closed
+
+	mu     sync.Mutex
+	q      fifo[chan mapResult[R]]
+	closed bool
+}
+
+func newSlots[R any](capacity int) *slots[R] {
+	// A channel of empty structs allocates no buffer, whatever its capacity.
+	return &slots[R]{room: make(chan struct{}, capacity), more: make(chan struct{}, 1)}
+}
+
+// reserve takes a place for the next push, waiting while the queue is full.
+func (s *slots[R]) reserve() { s.room <- struct{}{} }
+
+func (s *slots[R]) push(c chan mapResult[R]) {
+	s.mu.Lock()
+	s.q.push(c)
+	s.mu.Unlock()
+	s.signal()
+}
+
+// close ends all once the queued channels are taken.
+func (s *slots[R]) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *slots[R]) signal() {
+	select {
+	case s.more <- struct{}{}:
+	default:
+	}
+}
+
+// all yields the queued channels in order, freeing each one's place, until
+// the queue is closed and empty. One goroutine calls it at a time.
+func (s *slots[R]) all() iter.Seq[chan mapResult[R]] {
+	return func(yield func(chan mapResult[R]) bool) {
+		for {
+			s.mu.Lock()
+			n, closed := s.q.len(), s.closed
+			var c chan mapResult[R]
+			if n > 0 {
+				c = s.q.pop()
+			}
+			s.mu.Unlock()
+			switch {
+			case n > 0:
+				<-s.room
+				if !yield(c) {
+					return
+				}
+			case closed:
+				return
+			default:
+				<-s.more
+			}
 		}
 	}
 }

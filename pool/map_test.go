@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -262,5 +263,34 @@ func TestMapStartErrorIsLast(t *testing.T) {
 				t.Errorf("order %d: errors %v, want nil, nil, ErrClosed", order, errs)
 			}
 		})
+	}
+}
+
+// TestMapKeySmallHeap: a MapKey over a few values allocates for those
+// values, not for the DefaultKeyQueue values it may read ahead.
+func TestMapKeySmallHeap(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector inflates the heap")
+	}
+	f := func(_ context.Context, i int) (int, error) { return i, nil }
+	run := func() {
+		for _, err := range pool.MapKey(t.Context(), slices.Values([]int{1, 2, 3, 4, 5, 6, 7, 8}), func(int) string { return "k" }, f, pool.MapOptions{Workers: 2}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	run()
+	const runs = 20
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range runs {
+		run()
+	}
+	runtime.ReadMemStats(&after)
+	perCall := (after.TotalAlloc - before.TotalAlloc) / runs
+	t.Logf("%d bytes a call", perCall)
+	if perCall > 16<<10 {
+		t.Errorf("MapKey over 8 values allocated %d bytes a call, want under 16 KiB", perCall)
 	}
 }
