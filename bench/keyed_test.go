@@ -100,6 +100,26 @@ func BenchmarkKeyed(b *testing.B) {
 			i++
 		}
 	})
+	b.Run("map-mutex-clock-1M", func(b *testing.B) {
+		// The floor of any keyed limiter that decides at the instant of the
+		// call: map-mutex-1M with a read of the monotonic clock per call,
+		// whose fence keeps one call's cache misses from overlapping the
+		// next call's, as they do in the loops without one.
+		f := keyedFixture()
+		var mu sync.Mutex
+		origin := time.Now()
+		mask := len(f.order) - 1
+		b.ReportAllocs()
+		var i int64
+		for b.Loop() {
+			k := f.keys[f.order[int(i)&mask]]
+			now := int64(time.Since(origin))
+			mu.Lock()
+			f.m[k] = max(f.m[k], now)
+			mu.Unlock()
+			i++
+		}
+	})
 	b.Run("map-lookup-1M", func(b *testing.B) {
 		f := keyedFixture()
 		mask := len(f.order) - 1

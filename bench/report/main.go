@@ -123,6 +123,7 @@ var pairs = []struct{ group, rg, peer, unit string }{
 	{"", "rategate-slidingwindow", "xrate", ""},
 	{"", "rategate-slidinglog", "xrate", ""},
 	{"", "rategate-keyed-1M", "map-lookup-1M", ""},
+	{"", "rategate-keyed-1M", "map-mutex-clock-1M", ""},
 	{"ChanPair", "chan-unlimited", "gochan", ""},
 	{"ChanPair", "chan-unlimited", "xrate-wait-gochan", ""},
 	{"ChanPair", "chan-tokenbucket", "xrate-wait-gochan-huge", ""},
