@@ -44,7 +44,10 @@
 //     after it and throttled soon (before 20 successes and within 1 s)
 //     mean the decrease was not enough, and each such decrease in a row
 //     cuts deeper (by the share of calls that got through, once there are
-//     enough of them to tell).
+//     enough of them to tell). A call reported throttled within about one
+//     latency of the decrease (granted just after it, so it reached the
+//     other side among the last calls granted before) is not taken for
+//     such a sign.
 //   - Return and hold. The rate climbs back to the capacity found quickly
 //     at first, then gently, and levels off there. Getting back takes as
 //     long as about 300 successful calls at that capacity (at least 1 s, at
@@ -54,13 +57,25 @@
 //     throttled soon, and the cycle starts again. If the rate gets 30% above
 //     the capacity found without a throttle, the capacity has moved, and the
 //     limiter searches again.
+//   - Pace by the latency. Above the capacity found, the rate goes at most
+//     3% above the rate at which the call just reported was granted (its
+//     latency ago), or 0.3 calls per round trip if that is more, and while
+//     searching at most 25% above it, or one call per round trip: growth
+//     waits for the outcomes of the calls sent at the rate it grows from.
+//     With calls of a few milliseconds this never binds; with calls of
+//     hundreds, it keeps the calls sent past the capacity before the first
+//     throttle comes back few. Reports with a latency of 0 set no pace.
 //
 // So each failed probe costs about one throttled call (plus those already on
 // the wire, which grow with the latency), once per some 300 successful
 // calls: about 0.3% of the calls are throttled while the capacity holds
 // still. Under about 40 calls a second, the probes come every 8 s or so,
 // fewer than 300 calls apart: at 25 calls a second about 0.5% of the calls
-// are throttled, at 4 a second about 5%. A capacity that falls is followed within a few calls. A capacity
+// are throttled, at 4 a second about 5%. Calls that take long cost more:
+// in the scenario of TestRateFollowsCapacity (100, 40, then 200 calls a
+// second), 0.4% of all calls are throttled with 20 ms calls, 1.4% with
+// 100 ms calls, 2.8% with 250 ms and 4.2% with 500 ms, most of them while
+// searching at the start and after the step up. A capacity that falls is followed within a few calls. A capacity
 // that rises is found at the next probe: from 40 calls a second, within
 // about 2 to 8 s, depending on where in its cycle the rise finds the
 // limiter (bench/adaptive measures it). Time, for all of this, is counted in

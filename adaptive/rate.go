@@ -89,8 +89,8 @@ func (s *epochSlot) ReleasePermits(int) {}
 func (s *epochSlot) Spent() bool { return true }
 
 // ReportOutcome passes an outcome to the limiter; see [limiter.Reporter].
-func (s *epochSlot) ReportOutcome(permits int, o limiter.Outcome, _ time.Duration) {
-	s.l.report(s.epoch.Load(), permits, o)
+func (s *epochSlot) ReportOutcome(permits int, o limiter.Outcome, latency time.Duration) {
+	s.l.report(s.epoch.Load(), permits, o, latency)
 }
 
 // NewRateLimiter returns an adaptive rate limiter at Initial (or Floor),
@@ -202,7 +202,7 @@ func (l *RateLimiter) Foresee(n int) (time.Duration, bool) { return l.tb.Foresee
 func (l *RateLimiter) Close() error { return l.tb.Close() }
 
 // report moves the rate after an outcome of a lease granted in epoch.
-func (l *RateLimiter) report(epoch uint64, permits int, o limiter.Outcome) {
+func (l *RateLimiter) report(epoch uint64, permits int, o limiter.Outcome, latency time.Duration) {
 	if o != limiter.Succeeded && o != limiter.Throttled {
 		return // says nothing about capacity
 	}
@@ -211,7 +211,7 @@ func (l *RateLimiter) report(epoch uint64, permits int, o limiter.Outcome) {
 	defer l.mu.Unlock()
 	var r float64
 	if o == limiter.Succeeded {
-		r = l.c.succeeded(now, permits, epoch)
+		r = l.c.succeeded(now, permits, epoch, latency.Seconds())
 		// Rises are applied in steps of a hundredth, and when they reach
 		// the ceiling: each change of rate is a change of the bucket.
 		if r < l.applied*1.01 && (r < l.c.ceil || l.applied == l.c.ceil) {
@@ -219,7 +219,7 @@ func (l *RateLimiter) report(epoch uint64, permits int, o limiter.Outcome) {
 		}
 	} else {
 		var down bool
-		if r, down = l.c.throttled(now, epoch); !down {
+		if r, down = l.c.throttled(now, epoch, latency.Seconds()); !down {
 			return
 		}
 		l.slots[l.c.epoch%epochSlots].epoch.Store(l.c.epoch)

@@ -20,6 +20,7 @@ type rateControl struct {
 	since       float64 // when the current epoch began
 	epochOK     float64 // successes reported since
 	streak      int     // decreases in a row, each soon after the last
+	past        history // the rate in force over the last seconds
 }
 
 // The shape of the rate over time (see the package documentation).
@@ -42,14 +43,32 @@ const (
 	// it (a quarter: while searching, the last second's successes lag the
 	// doubling rate by half).
 	used = 0.25
+	// Above the capacity found, the rate is at most probeLead above the
+	// rate in force when the lease whose success is reported was granted
+	// (its latency ago), or probeCalls calls more per round trip, and
+	// while searching at most searchLead above it, or searchCalls calls
+	// more: growth waits for the outcomes of the calls sent at the rate it
+	// grows from, so that few calls go out past the capacity before a
+	// throttle can say so, also when calls take long.
+	probeLead   = 0.03
+	probeCalls  = 0.3
+	searchLead  = 0.25
+	searchCalls = 1.0
+	// A throttle reported within tail round trips of a decrease (its
+	// latency) is of a call that reached the other side with the calls
+	// granted before the decrease, and says nothing of the rate after it.
+	tail = 1.1
 )
 
 func newRateControl(floor, initial, ceil float64) rateControl {
-	return rateControl{floor: floor, ceil: ceil, r: initial, search: true}
+	c := rateControl{floor: floor, ceil: ceil, search: true}
+	c.set(0, initial)
+	return c
 }
 
-// succeeded records permits that went through; it returns the new rate.
-func (c *rateControl) succeeded(now float64, permits int, epoch uint64) float64 {
+// succeeded records permits that went through, latency seconds after their
+// grant (0 if not known); it returns the new rate.
+func (c *rateControl) succeeded(now float64, permits int, epoch uint64, latency float64) float64 {
 	c.recent.add(now, permits)
 	c.epochOK += float64(permits)
 	if epoch == c.epoch {
@@ -61,31 +80,58 @@ func (c *rateControl) succeeded(now float64, permits int, epoch uint64) float64 
 		// tested.
 		return c.r
 	}
+	// A success never lowers the rate: the lead bounds only how far it
+	// grows.
 	dt := float64(permits) / c.r
 	c.tau += dt
 	switch {
 	case c.search:
-		c.r *= math.Exp2(dt / doubling)
+		c.r = max(c.r, min(c.r*math.Exp2(dt/doubling), c.lead(now, latency, searchLead, searchCalls)))
 	case c.tau < c.k:
 		// Concave: back to w quickly, then gently.
 		x := 1 - c.tau/c.k
 		c.r = c.w * (1 - (1-backoff)*x*x*x)
 	default:
 		x := c.tau - c.k
-		c.r = c.w * (1 + probeGrowth*x*x*x)
+		c.r = max(c.r, min(c.w*(1+probeGrowth*x*x*x), c.lead(now, latency, probeLead, probeCalls)))
 		if c.r > c.w*(1+searchAbove) {
 			c.search = true
 		}
 	}
-	c.r = min(max(c.r, c.floor), c.ceil)
+	c.set(now, min(max(c.r, c.floor), c.ceil))
 	return c.r
+}
+
+// lead returns the most the rate may be now: share above the rate in force
+// latency seconds ago, when the lease reported was granted, or calls more
+// calls per round trip if that is more (a lead of a fraction of a call is
+// no risk, and would hold back a rate of few calls a round trip). A latency
+// of 0 sets no bound.
+func (c *rateControl) lead(now, latency, share, calls float64) float64 {
+	if latency <= 0 {
+		return math.Inf(1)
+	}
+	p := c.past.rateAt(now - latency)
+	return p + max(p*share, calls/latency)
+}
+
+// set makes r the rate in force from now.
+func (c *rateControl) set(now, r float64) {
+	c.r = r
+	c.past.record(now, r)
 }
 
 // throttled records a throttle of a lease granted in epoch; it returns the
 // new rate and whether it changed.
-func (c *rateControl) throttled(now float64, epoch uint64) (float64, bool) {
-	if epoch != c.epoch {
+func (c *rateControl) throttled(now float64, epoch uint64, latency float64) (float64, bool) {
+	switch {
+	case epoch != c.epoch:
 		return c.r, false // granted before the last decrease: already answered
+	case c.epoch > 0 && now-c.since < tail*latency:
+		// Granted just after the last decrease, the call reached the other
+		// side among the last calls granted before it, which still find
+		// its capacity spent.
+		return c.r, false
 	}
 	c.thr++
 	n := c.succ + c.thr
@@ -114,7 +160,7 @@ func (c *rateControl) throttled(now float64, epoch uint64) (float64, bool) {
 		c.streak++
 		c.w = c.r * max(0.5, float64(c.succ)/float64(n))
 	}
-	c.r = max(c.w*backoff, c.floor)
+	c.set(now, max(c.w*backoff, c.floor))
 	c.w = max(c.w, c.r)
 	c.k = min(max(minHold, holdFor/c.w), maxHold)
 	if c.streak > 0 {
@@ -197,4 +243,49 @@ func (w *window) count(now float64) (sum, span float64) {
 		sum += v
 	}
 	return sum, max(now-float64(i-9)/10, 0.9)
+}
+
+// history keeps the rate in force over the last historySlots slots of
+// historySlot seconds: for each slot, the highest rate in force during it.
+type history struct {
+	slot [historySlots]float64
+	last int64   // the index of the latest slot recorded
+	cur  float64 // the rate in force since the latest record
+}
+
+const (
+	historySlots = 64
+	historySlot  = 0.05 // seconds: 3.2 s in all
+)
+
+// record notes that r is in force from now on.
+func (h *history) record(now, r float64) {
+	i := int64(now / historySlot)
+	switch {
+	case h.cur == 0: // the first record
+		for j := range h.slot {
+			h.slot[j] = r
+		}
+		h.last = i
+	case i <= h.last:
+		h.slot[h.last%historySlots] = max(h.slot[h.last%historySlots], r)
+	default:
+		for j := h.last + 1; j < i && j <= h.last+historySlots; j++ {
+			h.slot[j%historySlots] = h.cur // it stayed in force
+		}
+		h.slot[i%historySlots] = max(h.cur, r) // both were in force in slot i
+		h.last = i
+	}
+	h.cur = r
+}
+
+// rateAt returns the highest rate in force in the slot of t; for a t before
+// the history kept, its oldest slot's, and after its latest, the rate in
+// force.
+func (h *history) rateAt(t float64) float64 {
+	i := int64(t / historySlot)
+	if i > h.last {
+		return h.cur
+	}
+	return h.slot[max(i, h.last-historySlots+1, 0)%historySlots]
 }

@@ -40,6 +40,7 @@ func TestCompare(t *testing.T) {
 	rateTable(t, &b)
 	concurrencyTable(t, &b)
 	phaseTable(t, &b)
+	latencyTable(t, &b)
 	fmt.Print(b.String())
 	if *update {
 		if err := os.WriteFile(*out, []byte(b.String()), 0o644); err != nil {
@@ -241,4 +242,28 @@ func phaseTable(t *testing.T, b *strings.Builder) {
 	}
 	slices.Sort(ups)
 	fmt.Fprintf(b, "\nStep up found in %s to %s (median %s).\n", dur(ups[0]), dur(ups[len(ups)-1]), dur(ups[len(ups)/2]))
+}
+
+// latencyTable runs the rate scenario with calls that take longer, so that
+// more calls are on their way when the first throttle of a probe comes
+// back.
+func latencyTable(t *testing.T, b *strings.Builder) {
+	latencies := []time.Duration{Latency, 100100 * time.Microsecond, 250100 * time.Microsecond, 500100 * time.Microsecond}
+	b.WriteString("\n## The rate scenario with calls that take longer\n\n")
+	b.WriteString("The rate scenario with each call taking 20.1 ms to 500.1 ms: the whole run's throttled share, then net, as in the first table.\n\n| contender |")
+	for _, l := range latencies {
+		fmt.Fprintf(b, " %v: throttled | net |", l)
+	}
+	b.WriteString("\n| --- |" + strings.Repeat(" ---: | ---: |", len(latencies)) + "\n")
+	entries := RateEntries()
+	for _, e := range entries {
+		fmt.Fprintf(b, "| %s |", e.Name)
+		for _, l := range latencies {
+			var r Run
+			synctest.Test(t, func(*testing.T) { r = RunRateLatency(e.New(), Stages, l) })
+			row := measureRate(r)
+			fmt.Fprintf(b, " %.2f%% | %.0f%% |", 100*row.whole.Throttled, 100*pooledNet(row.stages))
+		}
+		b.WriteString("\n")
+	}
 }

@@ -47,7 +47,6 @@ const (
 	// it, and its reply arrives 20.1 ms after it; samples are taken 1.25 ms
 	// into the 2.5 ms: no two of these ever fall on one instant, so the
 	// order of events, and the run, are the same every time.
-	outbound     = 10300 * time.Microsecond
 	sampleOffset = 1250 * time.Microsecond
 )
 
@@ -93,7 +92,14 @@ type Run struct {
 
 // RunRate runs the rate scenario through stages against c, in the
 // caller's synctest bubble.
-func RunRate(c Contender, stages []Stage) Run {
+func RunRate(c Contender, stages []Stage) Run { return RunRateLatency(c, stages, Latency) }
+
+// RunRateLatency is RunRate with calls that take latency: the service
+// takes each call 250 µs past half of it (10.3 ms into Latency's 20.1 ms).
+// A latency a multiple of 2.5 ms and 0.1 ms (as Latency is) keeps every
+// event off the instants of the others.
+func RunRateLatency(c Contender, stages []Stage, latency time.Duration) Run {
+	outbound := latency/2 + 250*time.Microsecond
 	start := time.Now()
 	srv, _ := limiter.NewTokenBucket(limiter.TokenBucketOptions{Rate: limiter.Per(stages[0].Capacity, time.Second), Burst: serviceBurst(stages[0].Capacity)})
 	defer srv.Close()
@@ -126,9 +132,9 @@ func RunRate(c Contender, stages []Stage) Run {
 		}
 		wg.Go(func() {
 			time.Sleep(outbound)
-			call := Call{At: time.Since(start), Throttled: !srv.TryAcquire(1).Granted(), Latency: Latency}
-			time.Sleep(Latency - outbound)
-			done(call.Throttled, Latency)
+			call := Call{At: time.Since(start), Throttled: !srv.TryAcquire(1).Granted(), Latency: latency}
+			time.Sleep(latency - outbound)
+			done(call.Throttled, latency)
 			mu.Lock()
 			run.Calls = append(run.Calls, call)
 			mu.Unlock()
