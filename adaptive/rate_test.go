@@ -8,6 +8,22 @@ import (
 	"github.com/rategate/rategate/limiter"
 )
 
+// runAcceptance runs the acceptance scenario, in the caller's bubble, with
+// calls that take latency, against a limiter from 10/s between 1/s and
+// 1000/s.
+func runAcceptance(t *testing.T, latency time.Duration) rateRun {
+	lim, err := NewRateLimiter(RateOptions{
+		Floor:   limiter.Per(1, time.Second),
+		Initial: limiter.Per(10, time.Second),
+		Ceiling: limiter.Per(1000, time.Second),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lim.Close()
+	return runRateScenario(t, lim, func() float64 { return perSecond(lim.Rate()) }, latency)
+}
+
 // TestRateFollowsCapacity is the acceptance scenario: the model server's
 // capacity steps 100/s, 40/s, 200/s, 20 s each, and answers 429 above it;
 // unbounded demand waits in Acquire, and calls take 20 ms.
@@ -21,16 +37,7 @@ import (
 // 600 calls.
 func TestRateFollowsCapacity(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lim, err := NewRateLimiter(RateOptions{
-			Floor:   limiter.Per(1, time.Second),
-			Initial: limiter.Per(10, time.Second),
-			Ceiling: limiter.Per(1000, time.Second),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer lim.Close()
-		run := runRateScenario(t, lim, func() float64 { return perSecond(lim.Rate()) }, 20*time.Millisecond)
+		run := runAcceptance(t, 20*time.Millisecond)
 
 		var begin time.Duration
 		for i, st := range steps {
@@ -76,16 +83,7 @@ func TestRateLongCalls(t *testing.T) {
 	}{{250 * time.Millisecond, 0.035}, {500 * time.Millisecond, 0.06}} {
 		t.Run(c.latency.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				lim, err := NewRateLimiter(RateOptions{
-					Floor:   limiter.Per(1, time.Second),
-					Initial: limiter.Per(10, time.Second),
-					Ceiling: limiter.Per(1000, time.Second),
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer lim.Close()
-				run := runRateScenario(t, lim, func() float64 { return perSecond(lim.Rate()) }, c.latency)
+				run := runAcceptance(t, c.latency)
 				var begin time.Duration
 				for i, st := range steps {
 					got, thr, n := run.stats(begin+5*time.Second, begin+st.length)
