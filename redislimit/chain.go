@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -47,6 +48,7 @@ type chainLimiter struct {
 	hooked  bool // a member has an OnDecision
 	script  *redis.Script
 	fl      flights
+	waiters atomic.Int64 // Acquire calls of this process waiting: TryAcquire does not jump them
 }
 
 var (
@@ -278,6 +280,10 @@ func (c *chainLimiter) TryAcquire(n int) limiter.Lease {
 		c.count(false, -1)
 		return limiter.Denied(err, 0)
 	}
+	if c.waiters.Load() > 0 {
+		c.count(false, -1)
+		return limiter.Denied(limiter.ErrLimited, 0)
+	}
 	res := c.ask(context.Background(), strconv.Itoa(n))
 	if res.err != nil {
 		l := c.onError(n, res.err)
@@ -306,6 +312,8 @@ func (c *chainLimiter) Acquire(ctx context.Context, n int) (limiter.Lease, error
 		return limiter.Denied(err, 0), err
 	}
 	arg := strconv.Itoa(n)
+	c.waiters.Add(1)
+	defer c.waiters.Add(-1)
 	for attempt := 0; ; attempt++ {
 		res := c.ask(ctx, arg)
 		if res.err != nil {

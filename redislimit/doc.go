@@ -69,7 +69,11 @@
 // request could be granted (never polling) and asks again; a waiter refused
 // again, having lost a race with another process, adds a small random delay
 // to its next wait, so that many waiting processes do not all retry at the
-// same instant. It fails at once with an error wrapping
+// same instant. While Acquire calls of this process wait on a limit (a key
+// of a keyed limiter, a Chain), TryAcquire on it fails with
+// limiter.ErrLimited rather than take the permits they wait for, as in
+// package limiter; only other processes' calls race with them. Acquire
+// fails at once with an error wrapping
 // context.DeadlineExceeded when that time is past ctx's deadline. (A
 // semaphore cannot know when another process will release: its waiters wake
 // at a release in their own process, or after a jittered backoff.) Waiters

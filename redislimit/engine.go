@@ -52,6 +52,7 @@ type engine struct {
 	granted, rejected, queued, waiters atomic.Int64
 
 	fl flights // by a limit's first Redis key
+	ws waitSet // by a limit's first Redis key
 
 	cc *ccState // NewConcurrency only
 
@@ -360,6 +361,10 @@ func (h *handle) tryAcquire(n int) limiter.Lease {
 		e.rejected.Add(1)
 		return limiter.Denied(err, 0)
 	}
+	if e.ws.waiting(h.keys[0]) {
+		e.rejected.Add(1) // Acquire calls of this process wait: they go first
+		return limiter.Denied(limiter.ErrLimited, 0)
+	}
 	arg := e.requestArg(n)
 	res := h.ask(context.Background(), arg)
 	if res.err != nil {
@@ -449,7 +454,9 @@ func (h *handle) acquire(ctx context.Context, n int) (limiter.Lease, error) {
 		return limiter.Denied(limiter.ErrQueueFull, 0), limiter.ErrQueueFull
 	}
 	e.waiters.Add(1)
+	e.ws.enter(h.keys[0])
 	defer func() {
+		e.ws.leave(h.keys[0])
 		e.queued.Add(-q)
 		e.waiters.Add(-1)
 	}()
