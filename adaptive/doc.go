@@ -26,6 +26,12 @@
 //	lease.Report(limiter.OutcomeOf(err), time.Since(start))
 //	lease.Release()
 //
+// The primitives that acquire for their caller hand the lease on: a
+// pool's tasks are reported with the error they return, a range loop over
+// iter.Leases gets each value's lease, channel.Chan.RecvLease gives the
+// receiver the item's, and httplimit and grpclimit report each request's
+// status.
+//
 // # How the rate moves
 //
 // A [RateLimiter] is a token bucket whose rate moves between a floor and a

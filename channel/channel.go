@@ -227,23 +227,33 @@ func (c *Chan[T]) signal() {
 // it waits for one. It fails with ErrClosed once the Chan is closed and its
 // buffer empty, and with ctx's error if ctx ends while it waits.
 func (c *Chan[T]) Recv(ctx context.Context) (T, error) {
+	v, lease, err := c.RecvLease(ctx)
+	lease.Release()
+	return v, err
+}
+
+// RecvLease is [Chan.Recv] that hands the item's lease to the caller
+// instead of releasing it: the receiver reports on it what became of the
+// work the item stands for ([limiter.Lease.Report], which an adaptive
+// limiter learns from), then releases it, once. With a [limiter.Concurrency]
+// the item so counts against the limit until the work on it is done, not
+// only until it is received. On an error the lease is the zero Lease.
+func (c *Chan[T]) RecvLease(ctx context.Context) (T, limiter.Lease, error) {
 	mustContext(ctx)
 	c.mu.Lock()
 	if c.q.n > 0 && c.nrecv == 0 { // the fast path: an item, and no one to wake
 		var e entry[T]
 		c.q.popInto(&e)
 		c.mu.Unlock()
-		e.lease.Release()
-		return e.v, nil
+		return e.v, e.lease, nil
 	}
 	c.mu.Unlock()
 	e, _, err := c.take(ctx, false)
 	if err != nil {
 		var zero T
-		return zero, err
+		return zero, limiter.Lease{}, err
 	}
-	e.lease.Release()
-	return e.v, nil
+	return e.v, e.lease, nil
 }
 
 // take waits for the oldest entry and removes it. With hold (for an Out

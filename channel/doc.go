@@ -37,7 +37,11 @@
 // to retry (LimitError.RetryAfter). Recv, TryRecv and the range loop of All
 // receive items oldest first, and release the item's lease before they
 // return it; Out gives a Go channel for select statements, whose hand-off
-// is the receive: the view releases the lease just after it.
+// is the receive: the view releases the lease just after it. RecvLease
+// hands the lease to the receiver instead: it reports on it what became of
+// the item's work (limiter.Lease.Report, which an adaptive limiter learns
+// from) and releases it when that work is done, so that a Concurrency
+// counts the item until then.
 //
 // # Closing, and the leases nobody receives
 //

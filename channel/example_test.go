@@ -121,3 +121,36 @@ func ExampleChan_Out() {
 	// got 1
 	// buffered: 0 permits in use: 0
 }
+
+// A worker that takes each job with its lease and reports how the work
+// went: the Chan's limiter, a Concurrency of 2 here, counts a job until its
+// work is done, and an adaptive limiter in its place (package adaptive)
+// would learn from the reports how many jobs the work can take at once.
+func ExampleChan_RecvLease() {
+	lim, err := limiter.NewConcurrency(limiter.ConcurrencyOptions{Limit: 2})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	jobs := channel.New[string](lim)
+	defer jobs.Close()
+	fmt.Println(jobs.TrySend("a"), jobs.TrySend("b"))
+	fmt.Println("third sent:", jobs.TrySend("c") == nil)
+
+	job, lease, err := jobs.RecvLease(context.Background())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("working on", job, "- third sent:", jobs.TrySend("c") == nil)
+	start := time.Now()
+	err = nil // the work on job
+	lease.Report(limiter.OutcomeOf(err), time.Since(start))
+	lease.Release()
+	fmt.Println("done - third sent:", jobs.TrySend("c") == nil)
+	// Output:
+	// <nil> <nil>
+	// third sent: false
+	// working on a - third sent: false
+	// done - third sent: true
+}

@@ -87,6 +87,21 @@
 // value: an upstream that blocks (reading a channel or a socket) should
 // watch ctx itself, as channel.Chan.All does.
 //
+// # Reporting outcomes
+//
+// Leases and LeasesErr yield each value with its lease, so that the body
+// can tell the limiter what became of its work with limiter.Lease.Report:
+// an adaptive limiter (package adaptive) learns from the reports how fast,
+// or how many at once, the other side takes the calls. The lease is still
+// released by the wrapper when the body returns; the body reports on it and
+// neither releases nor settles it. Reporting allocates nothing.
+//
+//	for url, lease := range iter.Leases(ctx, urls, lim) {
+//		start := time.Now()
+//		err := fetch(ctx, url) // wraps limiter.ErrThrottled on a 429
+//		lease.Report(limiter.OutcomeOf(err), time.Since(start))
+//	}
+//
 // # Concurrency limiters: a lease held while the body runs
 //
 // Each value's lease is held while the loop body runs on it and released

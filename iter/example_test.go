@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/rategate/rategate/adaptive"
 	"github.com/rategate/rategate/iter"
 	"github.com/rategate/rategate/limiter"
 )
@@ -100,4 +101,44 @@ func ExampleLimit_concurrency() {
 	// body 1: 1 of 2 permits in use
 	// body 2: 1 of 2 permits in use
 	// after the loop: 0 in use
+}
+
+// A range loop that tells an adaptive limiter what became of each call:
+// the service throttles the third, and the rate falls at once.
+func ExampleLeases() {
+	lim, err := adaptive.NewRateLimiter(adaptive.RateOptions{
+		Floor:   limiter.Per(1, time.Second),
+		Initial: limiter.Per(100, time.Second),
+		Ceiling: limiter.Per(1000, time.Second),
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer lim.Close()
+	perSecond := func(r limiter.Rate) float64 { return float64(r.Events()) / r.Period().Seconds() }
+
+	calls := 0
+	fetch := func(context.Context, string) error { // stands for an HTTP GET
+		calls++
+		if calls == 3 {
+			return fmt.Errorf("GET: 429 Too Many Requests: %w", limiter.ErrThrottled)
+		}
+		return nil
+	}
+	ctx := context.Background()
+	before := perSecond(lim.Rate())
+	for url, lease := range iter.Leases(ctx, slices.Values([]string{"/a", "/b", "/c", "/d"}), lim) {
+		start := time.Now()
+		err := fetch(ctx, url)
+		lease.Report(limiter.OutcomeOf(err), time.Since(start))
+		fmt.Println(url, limiter.OutcomeOf(err))
+	}
+	fmt.Println("the rate fell:", perSecond(lim.Rate()) < before)
+	// Output:
+	// /a succeeded
+	// /b succeeded
+	// /c throttled
+	// /d succeeded
+	// the rate fell: true
 }

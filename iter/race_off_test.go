@@ -1,0 +1,5 @@
+//go:build !race
+
+package iter_test
+
+const raceEnabled = false
