@@ -113,7 +113,8 @@ func TestClientKeepsRetryInfo(t *testing.T) {
 }
 
 // A RetryInfo that is negative, malformed or absent holds nothing off; a
-// huge one holds the target off for MaxWait, and is not retried.
+// huge one, also one beyond the protobuf range, holds the target off for
+// MaxWait, and is not retried.
 func TestClientBadRetryInfo(t *testing.T) {
 	const maxWait = time.Minute
 	for _, tc := range []struct {
@@ -124,7 +125,7 @@ func TestClientBadRetryInfo(t *testing.T) {
 		{"absent", withRetryDelay(codes.ResourceExhausted, nil), 0},
 		{"negative", withRetryDelay(codes.ResourceExhausted, durationpb.New(-time.Second)), 0},
 		{"malformed", withRetryDelay(codes.ResourceExhausted, &durationpb.Duration{Seconds: 1, Nanos: -5}), 0},
-		{"beyond the proto range", withRetryDelay(codes.ResourceExhausted, &durationpb.Duration{Seconds: 1 << 60}), 0},
+		{"beyond the proto range", withRetryDelay(codes.ResourceExhausted, &durationpb.Duration{Seconds: 1 << 60}), maxWait},
 		{"huge", withRetryDelay(codes.ResourceExhausted, &durationpb.Duration{Seconds: 100 * 365 * 86400}), maxWait},
 		{"on another code", withRetryDelay(codes.Unavailable, durationpb.New(time.Second)), time.Second},
 	} {

@@ -98,8 +98,14 @@ func retryDelay(l limiter.Lease, q limiter.Quota, err error) time.Duration {
 	return time.Second
 }
 
+// maxProtoSeconds is the largest Duration.Seconds a valid protobuf
+// Duration holds (10,000 years).
+const maxProtoSeconds = 315_576_000_000
+
 // serverRetryInfo returns the delay of the RetryInfo detail of a status
 // error, and false when it has none or its delay is malformed or negative.
+// A delay beyond the protobuf range, which a server can mean only as
+// "not again", is taken as the longest delay, not as malformed.
 func serverRetryInfo(err error) (time.Duration, bool) {
 	st, ok := status.FromError(err)
 	if !ok || st.Code() == codes.OK {
@@ -111,10 +117,14 @@ func serverRetryInfo(err error) (time.Duration, bool) {
 			continue
 		}
 		rd := ri.GetRetryDelay()
-		if rd == nil || rd.CheckValid() != nil || rd.AsDuration() < 0 {
+		if rd == nil {
 			return 0, false
 		}
-		return rd.AsDuration(), true
+		beyond := rd.GetSeconds() > maxProtoSeconds && rd.GetNanos() >= 0 && rd.GetNanos() < 1e9
+		if (rd.CheckValid() != nil && !beyond) || rd.AsDuration() < 0 {
+			return 0, false
+		}
+		return rd.AsDuration(), true // saturated past time.Duration's range
 	}
 	return 0, false
 }
