@@ -45,7 +45,8 @@ func newKeyed(e *engine, err error) (*Keyed, error) {
 }
 
 // For returns key's limiter. It is cheap: no round trip, and one
-// allocation (two for a key whose Redis key is over 120 bytes); calls for
+// allocation (two for a key whose Redis key is over 120 bytes, four for a
+// key over 256 bytes, whose SHA-256 names it in Redis); calls for
 // one key, through any number of For results, share one limit and are
 // coalesced. The result also implements limiter.Quoter.
 func (k *Keyed) For(key string) limiter.Limiter {

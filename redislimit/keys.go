@@ -42,7 +42,13 @@ func encodedLen(s string) int {
 // contains '{', '}', '/' or '='.
 func appendKeyPart(dst []byte, s string) []byte {
 	if encodedLen(s) > maxKeyPart {
-		sum := sha256.Sum256([]byte(s))
+		var sum [sha256.Size]byte
+		if len(s) <= scratchBuf {
+			var b [scratchBuf]byte // no copy of s on the heap for the usual lengths
+			sum = sha256.Sum256(b[:copy(b[:], s)])
+		} else {
+			sum = sha256.Sum256([]byte(s))
+		}
 		dst = append(dst, '~')
 		return hex.AppendEncode(dst, sum[:])
 	}
@@ -122,15 +128,24 @@ func redisKey(kind, key, sub string, keyed bool, suffix string) string {
 // is one allocation; longer keys get a string of their own.
 const keyBuf = 120
 
+// scratchBuf is the room on the stack in which a limit's Redis keys are
+// made: keys longer than that cost the growing of a slice too.
+const scratchBuf = 256
+
 // setKeys writes the Redis keys of the limit named key and sub into h, in
 // h.buf when they fit. A limit has one key, or two when alg has a suffix:
 // the first is the second followed by the suffix (the log of a strict log,
 // the holders of a semaphore), so both are one string.
 func (h *handle) setKeys(kind, key, sub string, keyed bool, suffix string, two bool) {
-	b := appendRedisKey(h.buf[:0], kind, key, sub, keyed, suffix)
+	// Made on the stack, then copied into h or into a string of its
+	// length: one allocation for a key too long for h, not one per
+	// doubling of a growing slice.
+	var scratch [scratchBuf]byte
+	b := appendRedisKey(scratch[:0], kind, key, sub, keyed, suffix)
 	var full string
-	if &b[0] == &h.buf[0] { // it fitted: the string shares h's memory
-		full = unsafe.String(&b[0], len(b))
+	if len(b) <= len(h.buf) { // it fits: the string shares h's memory
+		n := copy(h.buf[:], b)
+		full = unsafe.String(&h.buf[0], n)
 	} else {
 		full = string(b)
 	}

@@ -126,6 +126,16 @@ func TestKeyedForAllocs(t *testing.T) {
 			}
 		}
 	}
+	// A key whose Redis key is too long for the room inside the limiter
+	// costs one more: its Redis keys' bytes, made once at their length
+	// (not once per doubling of a growing slice, and with no copy of the
+	// key to hash it).
+	k := must(NewKeyedTokenBucket(Options{Client: c, Key: "api"}, limiter.TokenBucketOptions{Rate: limiter.Per(1, time.Second), Burst: 1}))
+	defer k.Close()
+	long := strings.Repeat("k", 250)
+	if a := testing.AllocsPerRun(100, func() { k.For(long) }); a > 2 {
+		t.Errorf("For of a %d-byte key allocates %.0f times, want 2", len(long), a)
+	}
 }
 
 func must[T any](v T, err error) T {
