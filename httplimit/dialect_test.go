@@ -28,7 +28,7 @@ type windowServer struct {
 	served  int
 }
 
-var dialects = []string{"draft-11", "draft-07", "draft-06", "x-epoch", "x-delta"}
+var dialects = []string{"draft-11", "draft-07", "draft-06", "draft-06-bare", "x-epoch", "x-delta"}
 
 func (s *windowServer) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	now := time.Now()
@@ -63,6 +63,10 @@ func (s *windowServer) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 		h.Set("RateLimit-Remaining", strconv.Itoa(left))
 		h.Set("RateLimit-Reset", delta)
 		h.Set("RateLimit-Policy", q+";w="+ws)
+	case "draft-06-bare": // as tollbooth and Envoy's ratelimit send them: no policy
+		h.Set("RateLimit-Limit", q)
+		h.Set("RateLimit-Remaining", strconv.Itoa(left))
+		h.Set("RateLimit-Reset", delta)
 	case "x-epoch":
 		h.Set("X-RateLimit-Limit", q)
 		h.Set("X-RateLimit-Remaining", strconv.Itoa(left))
