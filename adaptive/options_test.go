@@ -179,3 +179,77 @@ func FuzzConcurrencyOptions(f *testing.F) {
 		}
 	})
 }
+
+// FuzzKeyedRateOptions: NewKeyedRateLimiter never panics; it accepts
+// exactly the options whose RateOptions NewRateLimiter accepts and whose
+// Forget is not negative, and refuses the others with an
+// *limiter.OptionError naming the field NewRateLimiter names (or Forget).
+// A Keyed it returns grants a fresh key at once, takes a report on the
+// lease, and closes.
+func FuzzKeyedRateOptions(f *testing.F) {
+	f.Add(int64(1), int64(1e9), int64(10), int64(1e9), int64(100), int64(1e9), 0, 0, 0, int64(0))
+	f.Add(int64(5), int64(1e9), int64(0), int64(0), int64(5), int64(1e9), 1, 3, 1, int64(time.Minute))
+	f.Add(int64(1), int64(1e9), int64(0), int64(0), int64(1), int64(1e9), 0, 0, 0, int64(1))
+	f.Add(int64(1), int64(1e9), int64(0), int64(0), int64(100), int64(1e9), 0, 0, 0, int64(-1))
+	f.Add(int64(-1), int64(1e9), int64(1), int64(-5), int64(1), int64(0), -1, -1, 2, int64(0))
+	f.Add(int64(101), int64(1e9), int64(0), int64(0), int64(100), int64(1e9), 0, 0, 0, int64(0))
+	f.Add(int64(10), int64(1e9), int64(9), int64(1e9), int64(100), int64(1e9), 0, 0, 0, int64(0))
+	f.Add(int64(1), int64(1e9), int64(0), int64(0), int64(100), int64(1e9), 1<<62, 0, 0, int64(0))
+	f.Add(int64(1), int64(1e9), int64(0), int64(0), int64(100), int64(1e9), 0, 0, 7, int64(-1))
+	f.Fuzz(func(t *testing.T, fn, fd, in, id, cn, cd int64, burst, queue, order int, forget int64) {
+		opts := KeyedRateOptions{
+			RateOptions: RateOptions{
+				Floor:   limiter.Per(int(fn), time.Duration(fd)),
+				Initial: limiter.Per(int(in), time.Duration(id)),
+				Ceiling: limiter.Per(int(cn), time.Duration(cd)),
+				Burst:   burst,
+				Queue:   limiter.QueueOptions{Limit: queue, Order: limiter.Order(order)},
+			},
+			Forget: time.Duration(forget),
+		}
+		k, err := NewKeyedRateLimiter[string](opts)
+		single, serr := NewRateLimiter(opts.RateOptions)
+		if single != nil {
+			defer single.Close()
+		}
+		if err != nil {
+			if k != nil {
+				t.Fatalf("%+v: a Keyed and the error %v", opts, err)
+			}
+			var oe, want *limiter.OptionError
+			if !errors.As(err, &oe) {
+				t.Fatalf("%+v: %v is not an *limiter.OptionError", opts, err)
+			}
+			switch {
+			case serr == nil && (forget >= 0 || oe.Field != "Forget"):
+				t.Fatalf("%+v: refused (%v), but NewRateLimiter accepts its RateOptions and Forget is %v", opts, err, opts.Forget)
+			case serr != nil && (!errors.As(serr, &want) || want.Field != oe.Field):
+				t.Fatalf("%+v: refused (%v), NewRateLimiter: %v", opts, err, serr)
+			}
+			return
+		}
+		defer k.Close()
+		initial := opts.Initial
+		if initial.IsZero() {
+			initial = opts.Floor
+		}
+		switch {
+		case forget < 0:
+			t.Fatalf("%+v accepted: Forget is negative", opts)
+		case serr != nil:
+			t.Fatalf("%+v accepted, but NewRateLimiter refuses its RateOptions: %v", opts, serr)
+		case compareRates(opts.Floor, initial) > 0 || compareRates(initial, opts.Ceiling) > 0:
+			t.Fatalf("%+v accepted: Floor <= Initial <= Ceiling does not hold", opts)
+		}
+		a := k.TryAcquire("a", 1)
+		b := k.For("b").TryAcquire(1)
+		if !a.Granted() || !b.Granted() {
+			t.Fatalf("%+v: fresh keys: TryAcquire(a, 1) err %v, For(b).TryAcquire(1) err %v", opts, a.Err(), b.Err())
+		}
+		a.Report(limiter.Throttled, 0)
+		b.Report(limiter.Succeeded, time.Millisecond)
+		if err := k.Close(); err != nil {
+			t.Fatalf("%+v: Close: %v", opts, err)
+		}
+	})
+}

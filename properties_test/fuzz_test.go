@@ -101,17 +101,7 @@ func checkBuilt(t *testing.T, what string, lim testLimiter, err error, invalid s
 		if lim != nil {
 			t.Fatalf("%s: a limiter and the error %v", what, err)
 		}
-		oe, ok := err.(*limiter.OptionError)
-		if !ok {
-			t.Fatalf("%s: error %T %v, want *limiter.OptionError", what, err, err)
-		}
-		known := false
-		for _, f := range fields {
-			known = known || oe.Field == f
-		}
-		if !known || !strings.Contains(oe.Error(), oe.Field) {
-			t.Fatalf("%s: error %q names field %q, want one of %v", what, oe.Error(), oe.Field, fields)
-		}
+		checkRefused(t, what, err, fields...)
 		return
 	}
 	if lim == nil {
@@ -133,6 +123,24 @@ func checkBuilt(t *testing.T, what string, lim testLimiter, err error, invalid s
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
+}
+
+// checkRefused checks that err is an *OptionError naming one of fields,
+// in its Error text too, and returns it.
+func checkRefused(t *testing.T, what string, err error, fields ...string) *limiter.OptionError {
+	t.Helper()
+	oe, ok := err.(*limiter.OptionError)
+	if !ok {
+		t.Fatalf("%s: error %T %v, want *limiter.OptionError", what, err, err)
+	}
+	known := false
+	for _, f := range fields {
+		known = known || oe.Field == f
+	}
+	if !known || !strings.Contains(oe.Error(), oe.Field) {
+		t.Fatalf("%s: error %q names field %q, want one of %v", what, oe.Error(), oe.Field, fields)
+	}
+	return oe
 }
 
 // queueProblem names what the contract says is wrong with q, or "".
