@@ -262,14 +262,29 @@ func (m *Middleware) take(r *http.Request, t *target, d *Decision) (limiter.Leas
 	}
 	// The wait behind the whole queue, not only its head's: a request that
 	// cannot be served within Wait is refused now, not when Wait ends.
-	if est, ok := t.foresee(d.Cost); ok && est > m.wait {
+	est, ok := t.foresee(d.Cost)
+	if ok && est > m.wait {
 		err := fmt.Errorf("httplimit: the wait of %v behind the queue is longer than Options.Wait (%v): %w", est, m.wait, context.DeadlineExceeded)
 		return limiter.Denied(err, est), err
 	}
+	if ok && est == 0 {
+		// Grantable now: decided at once, so that however short Wait is
+		// (its deadline may pass before Acquire looks), it refuses
+		// nothing that needs no wait.
+		if l := t.try(d.Cost); l.Granted() || !errors.Is(l.Err(), limiter.ErrLimited) {
+			return l, l.Err()
+		}
+	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(r.Context(), m.wait)
+	defer cancel()
+	if ctx.Err() != nil && r.Context().Err() == nil {
+		// Wait ended before the limiter could be asked: it can only
+		// grant at once.
+		l := t.try(d.Cost)
+		return l, l.Err()
+	}
 	l, err := t.acquire(ctx, d.Cost)
-	cancel()
 	d.Waited = time.Since(start)
 	return l, err
 }

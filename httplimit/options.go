@@ -59,8 +59,9 @@ type Options struct {
 	// Wait ends. One whose client goes
 	// away while queued leaves the queue, consumes nothing and gets no response (net/http notices that a
 	// client has gone once the request's body has been read, at once for a
-	// request without one). 0 refuses at once what TryAcquire does not
-	// grant.
+	// request without one). A request the limiter can grant at once is
+	// served however short Wait is. 0 refuses at once what TryAcquire does
+	// not grant.
 	Wait time.Duration
 	// Shed, if set, limits the requests the server takes on at once, to
 	// shed load past its capacity: typically an adaptive.ConcurrencyLimiter,
