@@ -3,6 +3,7 @@ package pool
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"iter"
 	"runtime/debug"
 	"sync"
@@ -29,7 +30,8 @@ type MapOptions struct {
 	// the outcome of the error f returns is reported on the permit's lease,
 	// as for a Pool's tasks.
 	Limiter limiter.Limiter
-	// Order is InputOrder (the default) or CompletionOrder.
+	// Order is InputOrder (the default) or CompletionOrder; another value
+	// is an *limiter.OptionError.
 	Order MapOrder
 	// PerKey, for MapKey, returns the limiter of a key, as Options.PerKey.
 	PerKey func(key string) limiter.Limiter
@@ -93,6 +95,10 @@ func mapSeq[T, R any](ctx context.Context, seq iter.Seq[T], key func(T) string, 
 		mctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		popts := Options{Workers: opts.Workers, Limiter: opts.Limiter, Context: mctx}
+		if opts.Order != InputOrder && opts.Order != CompletionOrder {
+			yield(zero, &limiter.OptionError{Field: "Order", Problem: fmt.Sprintf("is %d, must be InputOrder or CompletionOrder", opts.Order)})
+			return
+		}
 		ahead := opts.Workers
 		if key != nil {
 			popts.PerKey, popts.Queue = opts.PerKey, opts.Queue

@@ -172,6 +172,17 @@ func TestMapInvalidAndCancelled(t *testing.T) {
 	if n != 1 {
 		t.Errorf("Workers 0 yielded %d pairs, want 1", n)
 	}
+	n = 0
+	for _, err := range pool.MapKey(t.Context(), count(3, &read), nil, f, pool.MapOptions{Workers: 1, Order: 7}) {
+		var oe *limiter.OptionError
+		if !errors.As(err, &oe) || oe.Field != "Order" {
+			t.Errorf("Order 7: %v", err)
+		}
+		n++
+	}
+	if n != 1 {
+		t.Errorf("Order 7 yielded %d pairs, want 1", n)
+	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	for _, order := range []pool.MapOrder{pool.InputOrder, pool.CompletionOrder} {
