@@ -46,8 +46,13 @@ type KeyedLogOptions struct {
 // about n²/2^97 among n keys, and a client cannot aim at another's, as
 // the seeds are secret), the instant of its newest grant, and a link to
 // the older grants of its window when it has any: 24 bytes, 32 to 48 per
-// key held at the table's load. A key with more than one grant in its
-// window also holds them (8 bytes each) until they leave it.
+// key held at the table's load. A key with more than one permit in its
+// window also holds them (8 bytes each, one per permit) until they leave
+// it: up to 8·Limit bytes, and a grant of n permits takes n steps. It is
+// made for limits of requests (LimitByIP's); for a weighted limit of a
+// large Limit (bytes of a body, request units), use a limiter.Keyed of
+// limiter.SlidingLog, which keeps one entry per grant, or of a token
+// bucket.
 //
 // Memory follows the keys that still affect a decision: a key whose
 // grants have all left the window is as if new, and such keys are dropped
