@@ -54,6 +54,9 @@ import (
 // the worker's configuration.
 const workerEnv = "RATEGATE_SHARED_WORKER"
 
+// startLead is how long after the workers are started they begin asking.
+const startLead = 250 * time.Millisecond
+
 type config struct {
 	Redis    string        // server address; "" starts one
 	Procs    int           // worker processes
@@ -173,8 +176,11 @@ type grant struct {
 // each grant as a worker reports it, and returns them all.
 func runWorkers(ctx context.Context, w io.Writer, addr string, cfg config) ([]grant, error) {
 	var all []grant
-	start := time.Now().UnixNano()
-	spec := fmt.Sprintf("%s|%s|%d|%s|%s", addr, cfg.Key, cfg.Limit, cfg.Window, cfg.Duration)
+	// The workers begin together, at start, however long each takes to
+	// start: none takes the first window's permits before the others are
+	// up.
+	start := time.Now().Add(startLead).UnixNano()
+	spec := fmt.Sprintf("%s|%s|%d|%s|%s|%d", addr, cfg.Key, cfg.Limit, cfg.Window, cfg.Duration, start)
 	// The workers' stderr goes to w too, serialized with the grants printed
 	// here.
 	err := startWorkers(ctx, cfg.Procs, spec, w, func(i int, line string) {
@@ -217,7 +223,7 @@ func verdict(ok bool) string {
 // prints a line per grant.
 func worker(ctx context.Context, spec string, stdout, stderr io.Writer) int {
 	f := strings.Split(spec, "|")
-	if len(f) != 5 {
+	if len(f) != 6 {
 		fmt.Fprintln(stderr, "shared worker: bad configuration", spec)
 		return 2
 	}
@@ -233,6 +239,8 @@ func worker(ctx context.Context, spec string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer lim.Close()
+	begin, _ := strconv.ParseInt(f[5], 10, 64)
+	time.Sleep(time.Until(time.Unix(0, begin)))
 	ctx, cancel := context.WithTimeout(ctx, dur)
 	defer cancel()
 	out := bufio.NewWriter(stdout)
