@@ -361,7 +361,7 @@ func (h *handle) tryAcquire(n int) limiter.Lease {
 		e.rejected.Add(1)
 		return limiter.Denied(err, 0)
 	}
-	if e.ws.waiting(h.keys[0]) {
+	if e.waiters.Load() > 0 && e.ws.waiting(h.keys[0]) {
 		e.rejected.Add(1) // Acquire calls of this process wait: they go first
 		return limiter.Denied(limiter.ErrLimited, 0)
 	}
@@ -453,7 +453,7 @@ func (h *handle) acquire(ctx context.Context, n int) (limiter.Lease, error) {
 		e.rejected.Add(1)
 		return limiter.Denied(limiter.ErrQueueFull, 0), limiter.ErrQueueFull
 	}
-	e.waiters.Add(1)
+	e.waiters.Add(1) // before enter, and after leave: ws is looked at only while it counts
 	e.ws.enter(h.keys[0])
 	defer func() {
 		e.ws.leave(h.keys[0])

@@ -1,17 +1,14 @@
 package redislimit
 
-import (
-	"sync"
-	"sync/atomic"
-)
+import "sync"
 
 // waitSet counts, by a limit's name, the Acquire calls of this process that
 // wait on it, so that TryAcquire on that limit fails rather than take the
 // permits they wait for, as in package limiter (no barging). Waiters race
 // with other processes' for Redis's permits; within a process they go
-// first. TryAcquire pays one atomic load while nobody waits.
+// first. The engine looks here only while its waiters count is not zero:
+// TryAcquire pays one atomic load while nobody waits.
 type waitSet struct {
-	n  atomic.Int64 // the calls waiting, on every limit
 	mu sync.Mutex
 	m  map[string]int // by limit, while some wait on it
 }
@@ -24,11 +21,9 @@ func (w *waitSet) enter(name string) {
 	}
 	w.m[name]++
 	w.mu.Unlock()
-	w.n.Add(1)
 }
 
 func (w *waitSet) leave(name string) {
-	w.n.Add(-1)
 	w.mu.Lock()
 	if w.m[name]--; w.m[name] == 0 {
 		delete(w.m, name)
@@ -38,9 +33,6 @@ func (w *waitSet) leave(name string) {
 
 // waiting reports whether calls wait on name.
 func (w *waitSet) waiting(name string) bool {
-	if w.n.Load() == 0 {
-		return false
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.m[name] > 0
