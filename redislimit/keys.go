@@ -129,7 +129,8 @@ func redisKey(kind, key, sub string, keyed bool, suffix string) string {
 const keyBuf = 120
 
 // scratchBuf is the room on the stack in which a limit's Redis keys are
-// made: keys longer than that cost the growing of a slice too.
+// made, and a long key part copied to be hashed: longer ones cost heap
+// allocations too.
 const scratchBuf = 256
 
 // setKeys writes the Redis keys of the limit named key and sub into h, in
